@@ -1,0 +1,1 @@
+"""The application: CLI, campaign orchestration, forges, agents and rendering."""

@@ -1,0 +1,125 @@
+"""The ``attune`` command line: parse arguments, call one command function, map errors.
+
+    attune demo
+    attune bench examples/ported-gpt.yaml --steps 16 --warmup 4 --out result.json
+    attune gate check examples/ported-gpt.yaml examples/candidates/threads-2.yaml --json
+    attune ledger verify --ledger runs/demo-.../ledger.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from bot.console import err_console
+from gate.errors import AttuneError
+
+log = logging.getLogger("attune")
+DEFAULT_LEDGER = Path(".attune") / "ledger.db"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attune", description="Tune training recipes safely.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="calibrate, gate and bench the embedded example")
+    demo.add_argument("--workdir", type=Path, help="default: runs/demo-<time>")
+    demo.add_argument("--runs", type=int, default=5, help="baseline runs for the noise model")
+    demo.add_argument("--steps", type=int, default=16)
+    demo.add_argument("--warmup", type=int, default=4)
+    demo.add_argument("--budget", type=float, default=0.1, help="device-hours")
+
+    bench = sub.add_parser("bench", help="run one benchmark trial of a recipe")
+    bench.add_argument("recipe", type=Path)
+    bench.add_argument("--steps", type=int, default=16)
+    bench.add_argument("--warmup", type=int, default=4, help="leading steps not scored")
+    bench.add_argument("--out", type=Path, help="result JSON (default: WORKDIR/result.json)")
+    bench.add_argument("--workdir", type=Path, help="logs and launch files")
+    bench.add_argument("--profile", action="store_true", help="record and split a profile")
+    bench.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit (s)")
+
+    gate = sub.add_parser("gate", help="pre-launch gate")
+    gate_sub = gate.add_subparsers(dest="gate_command", required=True)
+    check = gate_sub.add_parser("check", help="judge CANDIDATE against BASELINE")
+    check.add_argument("baseline", type=Path)
+    check.add_argument("candidate", type=Path)
+    check.add_argument("--json", action="store_true", dest="as_json")
+    check.add_argument("--registry", type=Path, help="registry directory (default: registry/)")
+
+    ledger = sub.add_parser("ledger", help="the append-only cost ledger")
+    ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)
+    for name, text in (("verify", "re-hash the chain"), ("show", "events and GPU-hours")):
+        p = ledger_sub.add_parser(name, help=text)
+        p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER)
+        if name == "show":
+            p.add_argument("--campaign")
+    return parser
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    # imports are per command: `attune ledger` must not pay for torch
+    if args.command == "demo":
+        from bot.commands.demo import demo
+
+        return demo(
+            workdir=args.workdir,
+            runs=args.runs,
+            steps=args.steps,
+            warmup=args.warmup,
+            budget_hours=args.budget,
+        )
+    if args.command == "bench":
+        from bot.commands.bench import bench
+
+        return bench(
+            args.recipe,
+            steps=args.steps,
+            warmup=args.warmup,
+            out=args.out,
+            workdir=args.workdir,
+            profile=args.profile,
+            timeout_s=args.timeout,
+        )
+    if args.command == "gate":
+        from bot.commands.gate_check import gate_check
+
+        return gate_check(
+            args.baseline, args.candidate, as_json=args.as_json, registry_dir=args.registry
+        )
+    from bot.commands.ledger import ledger_show, ledger_verify
+
+    if args.ledger_command == "verify":
+        return ledger_verify(args.ledger)
+    return ledger_show(args.ledger, campaign=args.campaign)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit codes: command's own (0/1), 2 bad input, 3 unexpected error, 130 interrupted."""
+    args = build_parser().parse_args(argv)
+    try:
+        return dispatch(args)
+    except AttuneError as exc:
+        err_console.print(f"attune: error: {exc}", markup=False)
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("attune: interrupted")
+        return 130
+    except Exception as exc:
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="attune-crash-", suffix=".log", delete=False
+        ) as f:
+            traceback.print_exc(file=f)
+        err_console.print(
+            f"attune: unexpected error: {type(exc).__name__}: {exc} (traceback: {f.name})",
+            markup=False,
+        )
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

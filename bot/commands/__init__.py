@@ -1,0 +1,1 @@
+"""One module per CLI command; each is a plain function returning an exit code."""

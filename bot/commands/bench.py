@@ -1,0 +1,43 @@
+"""``attune bench``: run one benchmark trial and write its result JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.console import console
+from bot.render import trial_line
+from gate.recipe import load_recipe
+from runners.bench import run_bench
+
+
+def bench(
+    recipe_path: Path,
+    *,
+    steps: int,
+    warmup: int,
+    out: Path | None,
+    workdir: Path | None,
+    profile: bool,
+    timeout_s: float,
+) -> int:
+    """Exit 0 when the run finished cleanly, 1 when it failed, OOMed, timed out or hit NaN."""
+    recipe = load_recipe(recipe_path)
+    workdir = workdir or Path("runs") / "bench" / recipe.name
+    result = run_bench(
+        recipe, steps=steps, warmup=warmup, workdir=workdir, profile=profile, timeout_s=timeout_s
+    )
+    out = out or workdir / "result.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(result.model_dump_json(indent=2))
+    console.print(f"{recipe.name}: {trial_line(result)}")
+    if result.profile is not None:
+        p = result.profile
+        console.print(
+            f"profile over {p.steps} steps ({p.step_seconds * 1000:.0f} ms/step): "
+            f"compute {p.compute:.1%}, communication {p.communication:.1%}, "
+            f"cpu {p.cpu:.1%}, idle {p.idle:.1%}"
+        )
+    if result.error:
+        console.print(f"[red]error:[/] {result.error.splitlines()[-1]}  (log: {result.log_path})")
+    console.print(f"result: {out}")
+    return 0 if result.status == "ok" else 1

@@ -1,0 +1,44 @@
+"""``attune gate check``: judge a candidate recipe against a baseline before any launch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bot.console import console
+from bot.render import gate_table, verdict_line
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig
+from gate.prelaunch import judge
+from gate.recipe import load_recipe
+from gate.registry import load_registry
+from runners.adapter import get_adapter
+
+
+def resolve(path: Path) -> EffectiveConfig:
+    recipe = load_recipe(path)
+    return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
+
+
+def gate_check(
+    baseline_path: Path, candidate_path: Path, *, as_json: bool, registry_dir: Path | None
+) -> int:
+    """Exit 0 for allow and review, 1 for reject; bad input raises AttuneError (exit 2)."""
+    baseline, candidate = resolve(baseline_path), resolve(candidate_path)
+    if baseline.framework != candidate.framework:
+        raise AttuneError(
+            f"framework {candidate.framework!r} differs from the baseline's "
+            f"{baseline.framework!r}",
+            path=str(candidate_path),
+            key="framework",
+        )
+    registry = load_registry(baseline.framework, baseline.framework_version, registry_dir)
+    report = judge(baseline, candidate, registry)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        if report.findings:
+            console.print(gate_table(report))
+        console.print(verdict_line(report))
+    return 1 if report.verdict == "reject" else 0

@@ -1,0 +1,166 @@
+"""Device-seconds spent and forecast per campaign, and whether the next trial may launch."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from gate.ledger import LedgerEvent
+from gate.models import TrialResult
+
+# Every function here takes the events of ONE campaign (``Ledger.events(campaign)``).
+
+
+class LaunchRefusal(BaseModel):
+    """Why the next trial may not launch."""
+
+    reason: Literal["budget", "failed_rerun"]
+    message: str
+    """One user-facing sentence with the numbers behind the refusal."""
+
+
+class CampaignCost(BaseModel):
+    """What a campaign has run and spent so far."""
+
+    trials: int
+    """Finished trials, whatever their status."""
+    device_seconds: float
+    device_hours: float
+    by_status: dict[str, int]
+    """Finished trials per status (ok, failed, oom, timeout, nan)."""
+    budget_device_hours: float | None
+    """Budget from the ``campaign_opened`` event; None when it set none."""
+
+
+def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
+    """The ``trial_finished`` payload for one benchmark run: what it was and what it cost."""
+    return {
+        "recipe": result.recipe,
+        "fingerprint": result.fingerprint,
+        "status": result.status,
+        "score": result.score,
+        "step1_loss": result.step1_loss,
+        "error": (result.error or "")[-2000:] or None,
+        "allocated_at": result.allocated_at,
+        "released_at": result.released_at,
+        "devices": result.devices,
+        "device_seconds": result.device_seconds,
+    }
+
+
+def trial_charge(event: LedgerEvent) -> float:
+    """Device-seconds one ``trial_finished`` event charges: (release - allocation) x devices.
+
+    Recomputed from the times rather than trusting ``device_seconds``, so the charge always
+    follows the rule; a payload with only ``device_seconds`` (no times) is charged that.
+    """
+    p = event.payload
+    if "allocated_at" in p and "released_at" in p and "devices" in p:
+        return max(0.0, float(p["released_at"]) - float(p["allocated_at"])) * int(p["devices"])
+    return float(p["device_seconds"])
+
+
+def _finished(events: Iterable[LedgerEvent]) -> list[LedgerEvent]:
+    return [e for e in events if e.kind == "trial_finished"]
+
+
+def spent_device_seconds(events: Iterable[LedgerEvent]) -> float:
+    """Sum of every finished trial's charge: failed, OOM, timed-out and NaN runs included."""
+    return sum((trial_charge(e) for e in _finished(events)), 0.0)
+
+
+device_seconds = spent_device_seconds
+"""Alias: the name the ledger section of the design uses for the same sum."""
+
+
+def forecast_device_seconds(events: Iterable[LedgerEvent], default: float) -> float:
+    """Expected cost of the next trial.
+
+    The median of the finished trials with status ok; failed runs often die early and would
+    make the forecast optimistic, so they count only while no run has succeeded yet.
+    ``default`` covers a campaign with no finished trial.
+    """
+    finished = _finished(events)
+    ok = [trial_charge(e) for e in finished if e.payload.get("status") == "ok"]
+    charges = ok or [trial_charge(e) for e in finished]
+    return statistics.median(charges) if charges else default
+
+
+def failed_fingerprints(events: Iterable[LedgerEvent]) -> set[str]:
+    """Effective-config fingerprints of finished trials whose status is not ok."""
+    return {
+        str(e.payload["fingerprint"])
+        for e in _finished(events)
+        if e.payload.get("status") != "ok" and "fingerprint" in e.payload
+    }
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.3f}"
+
+
+def check_launch(
+    events: Iterable[LedgerEvent],
+    *,
+    budget_device_seconds: float,
+    fingerprint: str,
+    forecast_device_seconds: float,
+) -> LaunchRefusal | None:
+    """Refuse an exact rerun of a failed config, then a trial the budget cannot cover.
+
+    A rerun is refused even when budget is left: the same effective config would fail the
+    same way, so something must differ before it runs again.
+    """
+    events = list(events)
+    failed = [
+        e
+        for e in _finished(events)
+        if e.payload.get("fingerprint") == fingerprint and e.payload.get("status") != "ok"
+    ]
+    if failed:
+        last = failed[-1]
+        return LaunchRefusal(
+            reason="failed_rerun",
+            message=(
+                f"effective config {fingerprint} already ended with status "
+                f"{last.payload.get('status')} (ledger seq {last.seq}); "
+                "change something before running it again"
+            ),
+        )
+    spent = spent_device_seconds(events)
+    if spent + forecast_device_seconds > budget_device_seconds:
+        left = max(0.0, budget_device_seconds - spent)
+        return LaunchRefusal(
+            reason="budget",
+            message=(
+                f"forecast {_hours(forecast_device_seconds)} device-hours exceeds the "
+                f"{_hours(left)} left of {_hours(budget_device_seconds)}"
+            ),
+        )
+    return None
+
+
+def campaign_summary(events: Iterable[LedgerEvent]) -> CampaignCost:
+    """Trials, spend and budget of one campaign, for the cost comment and the report."""
+    events = list(events)
+    finished = _finished(events)
+    spent = spent_device_seconds(finished)
+    budget = next(
+        (
+            float(e.payload["budget_device_hours"])
+            for e in events
+            if e.kind == "campaign_opened" and e.payload.get("budget_device_hours") is not None
+        ),
+        None,
+    )
+    return CampaignCost(
+        trials=len(finished),
+        device_seconds=spent,
+        device_hours=spent / 3600,
+        by_status=dict(Counter(str(e.payload.get("status")) for e in finished)),
+        budget_device_hours=budget,
+    )

@@ -1,0 +1,283 @@
+"""The append-only, hash-chained event ledger in SQLite: every campaign transition, every charge."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel
+
+from gate.errors import AttuneError
+from gate.models import canonical_json
+
+EventKind = Literal[
+    "campaign_opened",
+    "noise_calibrated",
+    "gate_checked",
+    "launch_refused",
+    "trial_started",
+    "trial_finished",
+    "campaign_stopped",
+]
+"""What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
+
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+
+GENESIS_HASH = "0" * 64
+"""``prev_hash`` of the first event."""
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``."""
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_COLUMNS = ["seq", "time", "campaign", "kind", "payload", "prev_hash", "hash"]
+_APPEND_ONLY = "attune ledger is append-only"
+_SCHEMA = f"""
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    campaign TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX events_campaign ON events (campaign, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END;
+-- INSERT OR REPLACE deletes the old row without firing delete triggers, so every insert
+-- must name a seq past the last one (append() always does).
+CREATE TRIGGER events_no_replace BEFORE INSERT ON events
+WHEN NEW.seq <= (SELECT COALESCE(MAX(seq), 0) FROM events)
+BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END;
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+_TRIGGERS = ("events_no_update", "events_no_delete", "events_no_replace")
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM events"
+
+
+class LedgerEvent(BaseModel):
+    """One row of the ledger."""
+
+    seq: int
+    """1-based position in the chain; gapless."""
+    time: float
+    """Unix time of the append (s)."""
+    campaign: str
+    kind: EventKind
+    payload: dict[str, Any]
+    prev_hash: str
+    """``hash`` of the previous event, or 64 zeros for the first."""
+    hash: str
+    """sha256 hex of canonical_json([seq, time, campaign, kind, payload, prev_hash])."""
+
+
+class VerifyReport(BaseModel):
+    """What ``attune ledger verify`` found."""
+
+    ok: bool
+    checked: int
+    """Events whose link and hash were good, counted from seq 1."""
+    first_broken_seq: int | None = None
+    reason: str | None = None
+
+
+def event_hash(seq: int, at: float, campaign: str, kind: str, payload: Any, prev_hash: str) -> str:
+    """The chain hash of one event; ``payload`` is the decoded object, not its text."""
+    body = canonical_json([seq, at, campaign, kind, payload, prev_hash])
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+class Ledger:
+    """An open ledger file; safe to share between threads and processes.
+
+    Writes go through ``BEGIN IMMEDIATE`` so two writers never read the same last hash,
+    and ``synchronous=FULL`` so an acknowledged event survives power loss.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            _create(self.path)
+        _check(self.path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = FULL")
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def append(self, campaign: str, kind: EventKind, payload: dict[str, Any]) -> LedgerEvent:
+        """Add one event at the end of the chain and return it as stored."""
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown ledger event kind {kind!r}; known: {', '.join(EVENT_KINDS)}")
+        # Hash what will be read back: canonical_json stringifies what JSON cannot hold.
+        text = canonical_json(payload)
+        decoded = json.loads(text)
+        with self._lock, self._transaction():
+            last = self._conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+            seq, prev = next(last, (0, GENESIS_HASH))
+            seq += 1
+            at = time.time()
+            digest = event_hash(seq, at, campaign, kind, decoded, prev)
+            row = (seq, at, campaign, kind, text, prev, digest)
+            self._conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        return self._event(row)
+
+    def events(self, campaign: str | None = None) -> list[LedgerEvent]:
+        """All events, or one campaign's, in seq order."""
+        query = f"{_SELECT} WHERE ?1 IS NULL OR campaign = ?1 ORDER BY seq"
+        with self._lock:
+            rows = self._conn.execute(query, (campaign,)).fetchall()
+        return [self._event(row) for row in rows]
+
+    def campaigns(self) -> list[str]:
+        """Campaign names in the order they first appear."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT campaign FROM events GROUP BY campaign ORDER BY MIN(seq)"
+            ).fetchall()
+        return [name for (name,) in rows]
+
+    def verify(self) -> VerifyReport:
+        """Re-hash the whole chain and check the append-only triggers are still in place.
+
+        Detects edited rows, edited hashes and deleted rows, but not the loss of the last
+        events (truncation), nor a chain rewritten and re-hashed from the tampered row on.
+        """
+        prev, checked = GENESIS_HASH, 0
+        with self._lock:
+            rows = self._conn.execute(f"{_SELECT} ORDER BY seq").fetchall()
+            found = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            triggers = {name for (name,) in found}
+        for seq, at, campaign, kind, text, prev_hash, digest in rows:
+            expected = checked + 1
+            reason = None
+            if seq != expected:
+                reason = f"seq {expected} is missing (next is {seq}): rows were deleted"
+            elif prev_hash != prev:
+                reason = f"prev_hash of seq {seq} does not match the hash of seq {seq - 1}"
+            else:
+                try:
+                    decoded = json.loads(text)
+                except (TypeError, ValueError):
+                    reason = f"payload of seq {seq} is not JSON"
+                else:
+                    if event_hash(seq, at, campaign, kind, decoded, prev_hash) != digest:
+                        reason = f"seq {seq} does not match its hash: the row was edited"
+            if reason:
+                return VerifyReport(
+                    ok=False, checked=checked, first_broken_seq=expected, reason=reason
+                )
+            prev, checked = digest, expected
+        missing = [name for name in _TRIGGERS if name not in triggers]
+        if missing:
+            reason = f"append-only triggers are missing: {', '.join(missing)}"
+            return VerifyReport(ok=False, checked=checked, reason=reason)
+        return VerifyReport(ok=True, checked=checked)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _event(self, row: tuple[Any, ...]) -> LedgerEvent:
+        fields = dict(zip(_COLUMNS, row, strict=True))
+        try:
+            fields["payload"] = json.loads(fields["payload"])
+            return LedgerEvent.model_validate(fields)
+        except ValueError as e:  # pydantic's ValidationError is a ValueError
+            raise AttuneError(
+                f"event seq {fields['seq']} is unreadable ({e.__class__.__name__}); "
+                "run `attune ledger verify`",
+                path=str(self.path),
+            ) from e
+
+
+def _create(path: Path) -> None:
+    """Build the schema in a temp file and move it into place, once, under a file lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists():  # another process created it while we waited
+            return
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")  # persistent: kept in the file header
+                conn.executescript(_SCHEMA)
+            finally:
+                conn.close()
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # make the rename itself durable
+        finally:
+            os.close(dir_fd)
+
+
+def _check(path: Path) -> None:
+    """Refuse anything but an attune ledger, without writing to it.
+
+    The check reads the header and then uses a read-only connection: a read-write one could
+    checkpoint a foreign database's write-ahead log into it on close.
+    """
+
+    def refuse(why: str) -> AttuneError:
+        return AttuneError(
+            f"not an attune ledger ({why}); move it away or choose another ledger path",
+            path=str(path),
+        )
+
+    with open(path, "rb") as f:
+        header = f.read(len(_SQLITE_HEADER))
+    if not header:
+        raise refuse("file is empty")
+    if header != _SQLITE_HEADER:
+        raise refuse("file is not a database")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            columns = [row[1] for row in conn.execute("PRAGMA table_info(events)")]
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        raise refuse(f"file is not a database: {e}") from e
+    if columns != _COLUMNS:
+        raise refuse("SQLite database without the attune events table")
+    if version != SCHEMA_VERSION:
+        raise refuse(f"schema version {version}, this attune reads {SCHEMA_VERSION}")

@@ -1,0 +1,206 @@
+"""pydantic models at the gate's boundaries: recipes, effective configs, findings, trials."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+KeyClass = Literal["layout", "semantic", "known_bug", "unknown"]
+"""How the registry classifies a configuration key."""
+
+Verdict = Literal["allow", "reject", "review"]
+"""Pre-launch outcome: launch, refuse, or launch but flag for a human."""
+
+TrialStatus = Literal["ok", "failed", "oom", "timeout", "nan"]
+"""How a benchmark run ended."""
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the input of every hash we compute."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Recipe(BaseModel):
+    """A recipe file as written: the framework name and its framework-specific body.
+
+    Each framework adapter validates ``body`` with its own options model.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    framework: str
+    """Which adapter resolves and launches it (``embedded``, ``megatron``, ``torchtitan``)."""
+    name: str
+    """Short human name, used in logs, branch names and reports."""
+    path: str
+    """Where the recipe was read from, for error messages."""
+    body: dict[str, Any]
+    """Everything else in the file, validated by the adapter."""
+
+
+class EffectiveConfig(BaseModel):
+    """What the framework will really run, after its own validation and derivations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    framework: str
+    """Adapter name."""
+    framework_version: str
+    """Version of the code that resolved it (validation rules differ across versions)."""
+    values: dict[str, Any]
+    """Flat key -> value after validation, derived keys included."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables the framework reads, as the launch will see them."""
+    explicit: list[str] = Field(default_factory=list)
+    """Keys the recipe set itself; the others are defaults or derived by validation."""
+    devices: int
+    """Devices (processes) one run occupies: the unit GPU-hours are charged in."""
+
+    def flat(self) -> dict[str, Any]:
+        """Values and environment in one namespace; environment keys get an ``env.`` prefix."""
+        merged = dict(self.values)
+        merged.update({f"env.{k}": v for k, v in self.env.items()})
+        return merged
+
+    def fingerprint(self) -> str:
+        """Stable hash of what would run: equal fingerprints mean an exact rerun."""
+        payload = {"framework": self.framework, "config": self.flat()}
+        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
+
+
+class ConfigChange(BaseModel):
+    """One key whose effective value differs between baseline and candidate."""
+
+    key: str
+    baseline: Any
+    candidate: Any
+
+
+class Finding(BaseModel):
+    """The registry's judgement of one changed key."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    key: str
+    """Effective-config key (``env.NAME`` for environment variables)."""
+    baseline: Any
+    """Baseline's effective value (``None`` when absent)."""
+    candidate: Any
+    """Candidate's effective value (``None`` when absent)."""
+    key_class: KeyClass = Field(alias="class")
+    """Registry class after conditions were applied."""
+    reason: str
+    """Why the key has this class."""
+    source: str
+    """``path:line`` of the code that consumes the key, or ``-`` when unknown."""
+    derived: bool = False
+    """True when the recipe did not set the key itself: validation changed it as a side effect."""
+
+
+class GateReport(BaseModel):
+    """Pre-launch gate outcome: the verdict and one finding per changed key."""
+
+    verdict: Verdict
+    findings: list[Finding]
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON shape of ``attune gate check --json``."""
+        return {
+            "verdict": self.verdict,
+            "findings": [
+                {
+                    "key": f.key,
+                    "baseline": f.baseline,
+                    "candidate": f.candidate,
+                    "class": f.key_class,
+                    "reason": f.reason,
+                    "source": f.source,
+                    "derived": f.derived,
+                }
+                for f in self.findings
+            ],
+        }
+
+
+class StepRecord(BaseModel):
+    """One training step as the workload logs it (one JSON line)."""
+
+    step: int
+    """1-based step number."""
+    loss: float
+    """Mean loss over the global batch (all ranks, all micro-batches)."""
+    grad_norm: float
+    """Global L2 norm of the gradients before clipping."""
+    tokens: int
+    """Tokens processed by all devices in this step."""
+    step_seconds: float
+    """Wall time of the step, measured after the last collective of the step."""
+    peak_memory_bytes: int
+    """Peak resident memory of the rank-0 process so far (bytes)."""
+
+    def finite(self) -> bool:
+        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
+
+
+class ProfileBreakdown(BaseModel):
+    """Where a step's wall time went, from profiler trace events; fractions sum to 1."""
+
+    compute: float
+    communication: float
+    cpu: float
+    """Host-side work outside operators: Python, dispatch, data loading, optimizer glue."""
+    idle: float
+    step_seconds: float
+    """Mean profiled step wall time (s)."""
+    steps: int
+    """How many profiled steps the fractions average over."""
+    trace_path: str | None = None
+
+
+class TrialResult(BaseModel):
+    """Everything one benchmark run produced; what ``attune bench --out`` writes."""
+
+    recipe: str
+    """Recipe name."""
+    fingerprint: str
+    """Effective-config fingerprint of what ran."""
+    status: TrialStatus
+    error: str | None = None
+    """Last lines of the failure, when status is not ok."""
+    steps: list[StepRecord] = Field(default_factory=list)
+    warmup: int
+    """Leading steps excluded from the score."""
+    score: float | None = None
+    """Mean tokens per second per device over the scored steps; None unless status is ok."""
+    step1_loss: float | None = None
+    has_nonfinite: bool = False
+    """True when any step logged a NaN or Inf loss or gradient norm."""
+    allocated_at: float
+    """Unix time the devices were taken."""
+    released_at: float
+    """Unix time the devices were given back."""
+    devices: int
+    log_path: str | None = None
+    profile: ProfileBreakdown | None = None
+
+    @property
+    def device_seconds(self) -> float:
+        """Charge of this run: (release - allocation) x devices, whatever its status."""
+        return max(0.0, self.released_at - self.allocated_at) * self.devices
+
+
+class NoiseModel(BaseModel):
+    """Run-to-run noise of the baseline and the promotion threshold derived from it."""
+
+    runs: int
+    mean: float
+    """Mean score (tokens/s/device)."""
+    std: float
+    cv: float
+    """std / mean."""
+    threshold: float
+    """Relative gain a candidate must exceed: max(floor, sigmas x cv)."""

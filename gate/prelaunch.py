@@ -1,0 +1,55 @@
+"""Pre-launch gate: diff two effective configs and judge every changed key by the registry."""
+
+from __future__ import annotations
+
+from gate.errors import AttuneError
+from gate.models import ConfigChange, EffectiveConfig, Finding, GateReport, Verdict
+from gate.registry import Registry
+
+_MISSING = object()
+
+
+def diff(baseline: EffectiveConfig, candidate: EffectiveConfig) -> list[ConfigChange]:
+    """Keys whose effective value differs (environment included), sorted by key."""
+    base, cand = baseline.flat(), candidate.flat()
+    changes = []
+    for key in sorted(base.keys() | cand.keys()):
+        b, c = base.get(key, _MISSING), cand.get(key, _MISSING)
+        if b != c or type(b) is not type(c):
+            changes.append(
+                ConfigChange(
+                    key=key,
+                    baseline=None if b is _MISSING else b,
+                    candidate=None if c is _MISSING else c,
+                )
+            )
+    return changes
+
+
+def judge(baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Registry) -> GateReport:
+    """semantic or known_bug anywhere -> reject; else unknown anywhere -> review; else allow."""
+    if baseline.framework != candidate.framework:
+        raise AttuneError(
+            f"cannot compare a {baseline.framework} recipe with a {candidate.framework} one"
+        )
+    findings = []
+    for change in diff(baseline, candidate):
+        c = registry.classify(change.key, baseline, candidate)
+        findings.append(
+            Finding(
+                key=change.key,
+                baseline=change.baseline,
+                candidate=change.candidate,
+                key_class=c.key_class,
+                reason=c.reason,
+                source=c.source,
+                derived=change.key not in candidate.explicit,
+            )
+        )
+    classes = {f.key_class for f in findings}
+    verdict: Verdict = "allow"
+    if classes & {"semantic", "known_bug"}:
+        verdict = "reject"
+    elif "unknown" in classes:
+        verdict = "review"
+    return GateReport(verdict=verdict, findings=findings)

@@ -1,0 +1,195 @@
+"""The registry: every configuration key of a framework classified, with reason and source.
+
+A registry file is YAML validated by ``RegistryFile``; a malformed file is an AttuneError that
+names the file and the entry, never an empty registry. Conditions are data: a rule under
+``when`` changes a key's class when its test holds for the baseline or the candidate.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig, KeyClass
+
+DEFAULT_REGISTRY_DIR = Path(__file__).resolve().parent.parent / "registry"
+SOURCE_RE = re.compile(r"^[\w./-]+:\d+(@[\w.+-]+)?$")
+"""``path:line`` or ``path:line@version``."""
+
+RegistryClass = KeyClass
+
+
+class Condition(BaseModel):
+    """A test on an effective config. Exactly one form:
+
+    - ``unpinned: KEY``: the recipe did not set KEY itself (validation derived it);
+    - ``key: KEY`` with ``is_set: true|false``: KEY's value is (not) null;
+    - ``key: KEY`` with ``in: [values]``: KEY's value is one of these.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    unpinned: str | None = None
+    key: str | None = None
+    is_set: bool | None = None
+    in_: list[Any] | None = Field(None, alias="in")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Condition:
+        forms = [self.unpinned is not None, self.is_set is not None, self.in_ is not None]
+        if sum(forms) != 1:
+            raise ValueError("use exactly one of: unpinned, key + is_set, key + in")
+        if (self.is_set is not None or self.in_ is not None) and not self.key:
+            raise ValueError("is_set and in need a key")
+        return self
+
+    def holds(self, cfg: EffectiveConfig) -> bool:
+        if self.unpinned is not None:
+            return self.unpinned not in cfg.explicit
+        value = cfg.flat().get(self.key or "")
+        if self.is_set is not None:
+            return (value is not None) == self.is_set
+        return value in (self.in_ or [])
+
+
+class Rule(BaseModel):
+    """A conditional class: applies when ``if`` holds for baseline or candidate."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    if_: Condition = Field(alias="if")
+    key_class: RegistryClass = Field(alias="class")
+    reason: str = Field(min_length=1)
+
+
+class Entry(BaseModel):
+    """One key: its class, why, and the code that consumes it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    key_class: RegistryClass = Field(alias="class")
+    reason: str = Field(min_length=1)
+    source: str
+    """``path:line`` (``@version`` for external frameworks) of the code that reads the key."""
+    when: list[Rule] = Field(default_factory=list)
+    """Rules tried in order; the first that holds overrides class and reason."""
+
+    @field_validator("source")
+    @classmethod
+    def _source_format(cls, v: str) -> str:
+        if not SOURCE_RE.match(v):
+            raise ValueError(f"source must look like path/to/file.py:123, got {v!r}")
+        return v
+
+
+class RegistryFile(BaseModel):
+    """Schema of one file in ``registry/``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    framework: str
+    versions: str
+    """Version specifier the classifications hold for, e.g. ``>=0.19,<0.20``."""
+    description: str = ""
+    keys: dict[str, Entry]
+    """Exact keys, or fnmatch patterns such as ``env.TORCHINDUCTOR_*``."""
+
+    @field_validator("versions")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier as exc:
+            raise ValueError(f"not a version specifier: {v!r}") from exc
+        return v
+
+    def covers(self, version: str) -> bool:
+        try:
+            return Version(version) in SpecifierSet(self.versions)
+        except InvalidVersion:
+            return False
+
+
+class Classification(BaseModel):
+    key_class: KeyClass
+    reason: str
+    source: str
+
+
+class Registry:
+    """A loaded registry file: looks keys up and applies conditions."""
+
+    def __init__(self, data: RegistryFile, path: Path) -> None:
+        self.data = data
+        self.path = path
+        self._patterns = {k: e for k, e in data.keys.items() if any(c in k for c in "*?[")}
+
+    def entry(self, key: str) -> Entry | None:
+        if key in self.data.keys:
+            return self.data.keys[key]
+        for pattern, entry in self._patterns.items():
+            if fnmatch.fnmatchcase(key, pattern):
+                return entry
+        return None
+
+    def classify(self, key: str, baseline: EffectiveConfig, candidate: EffectiveConfig) -> Classification:
+        entry = self.entry(key)
+        if entry is None:
+            return Classification(
+                key_class="unknown",
+                reason=f"not in {self.path.name}: allowed to the loss check, needs human review",
+                source="-",
+            )
+        for rule in entry.when:
+            if rule.if_.holds(baseline) or rule.if_.holds(candidate):
+                return Classification(key_class=rule.key_class, reason=rule.reason, source=entry.source)
+        return Classification(key_class=entry.key_class, reason=entry.reason, source=entry.source)
+
+
+def _location(err: dict[str, Any]) -> str:
+    return ".".join(str(p) for p in err["loc"] if p not in ("function-after",))
+
+
+def load_file(path: Path) -> Registry:
+    """Load and validate one registry file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise AttuneError(f"cannot read registry ({exc.strerror})", path=str(path)) from exc
+    except yaml.YAMLError as exc:
+        raise AttuneError(f"malformed registry YAML: {exc}", path=str(path)) from exc
+    try:
+        data = RegistryFile.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise AttuneError(
+            f"invalid registry entry: {err['msg']}", path=str(path), key=_location(dict(err))
+        ) from None
+    if not data.keys:
+        raise AttuneError("registry has no keys", path=str(path))
+    return Registry(data, path)
+
+
+def load_registry(framework: str, version: str, directory: Path | None = None) -> Registry:
+    """The registry file for ``framework`` at ``version``. Every file in the directory is
+    validated, so a broken file is reported even when another framework is asked for."""
+    directory = directory or DEFAULT_REGISTRY_DIR
+    files = sorted(directory.glob("*.yaml"))
+    loaded = [load_file(p) for p in files]
+    matching = [r for r in loaded if r.data.framework == framework and r.data.covers(version)]
+    if not matching:
+        raise AttuneError(
+            f"no registry for framework {framework!r} version {version} in {directory}"
+        )
+    if len(matching) > 1:
+        names = ", ".join(r.path.name for r in matching)
+        raise AttuneError(f"several registries cover {framework} {version}: {names}")
+    return matching[0]

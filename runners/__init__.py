@@ -1,0 +1,1 @@
+"""How a trial runs: framework adapters, execution backends, the bench entry and the profiler."""

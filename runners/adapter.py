@@ -1,0 +1,61 @@
+"""The framework adapter interface and the table of known adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig, Recipe, StepRecord
+
+
+class LaunchSpec(BaseModel):
+    """A launch, ready for a backend: what to run, where, with which environment."""
+
+    argv: list[str]
+    """Command line; argv[0] is resolved on PATH by the backend."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables set for the launch (the recipe's environment)."""
+    unset_env: list[str] = Field(default_factory=list)
+    """Variables removed from the inherited environment, so the host cannot leak into a run."""
+    devices: int
+    """Devices the launch occupies."""
+    profile_trace: str | None = None
+    """Where the launch writes its profiler trace, when profiling."""
+
+
+class FrameworkAdapter(Protocol):
+    """What attune needs from a training framework."""
+
+    name: str
+
+    def resolve(self, recipe: Recipe) -> EffectiveConfig:
+        """The configuration the framework will really run, without launching it.
+
+        Raises AttuneError naming the recipe file and key for bad input.
+        """
+
+    def launch(
+        self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
+    ) -> LaunchSpec:
+        """Write what the launch needs into ``workdir`` and return the command."""
+
+    def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
+        """Per-step records from the launch's output; other lines are ignored."""
+
+
+def get_adapter(framework: str, *, path: str | None = None) -> FrameworkAdapter:
+    """The adapter for ``framework``; an unknown name is an AttuneError listing the known ones."""
+    from runners.embedded.adapter import EmbeddedAdapter
+
+    adapters: dict[str, FrameworkAdapter] = {"embedded": EmbeddedAdapter()}
+    try:
+        return adapters[framework]
+    except KeyError:
+        known = ", ".join(sorted(adapters))
+        raise AttuneError(
+            f"unknown framework {framework!r} (known: {known})", path=path, key="framework"
+        ) from None

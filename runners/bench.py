@@ -1,0 +1,98 @@
+"""Run one trial of a recipe and turn its output into a ``TrialResult``.
+
+    attune bench examples/ported-gpt.yaml --steps 16 --warmup 4 --out result.json
+
+This is what a self-hosted runner executes; it never touches the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
+from gate.throughput import tokens_per_second_per_device
+from runners.adapter import get_adapter
+from runners.local import LocalBackend, RunOutcome
+from runners.profile_trace import breakdown_from_trace
+
+OOM_PATTERN = re.compile(
+    r"out of memory|can't allocate memory|MemoryError|Cannot allocate memory", re.IGNORECASE
+)
+
+
+def _tail(path: str, lines: int = 12) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def classify(
+    outcome: RunOutcome, *, steps_logged: int, steps_wanted: int, nonfinite: bool
+) -> tuple[TrialStatus, str | None]:
+    """Status and error text of a finished launch."""
+    log = _tail(outcome.log_path)
+    if outcome.timed_out:
+        return "timeout", f"killed after the wall-clock limit ({steps_logged} steps logged)"
+    if outcome.returncode != 0:
+        # SIGKILL with no timeout is what the kernel's OOM killer sends
+        if OOM_PATTERN.search(log) or outcome.returncode == -9:
+            return "oom", log or "killed by SIGKILL (out of memory?)"
+        return "failed", log or f"exit status {outcome.returncode}"
+    if steps_logged < steps_wanted:
+        return "failed", f"exited 0 after {steps_logged} of {steps_wanted} steps\n{log}"
+    if nonfinite:
+        return "nan", "NaN/Inf loss or gradient norm"
+    return "ok", None
+
+
+def run_bench(
+    recipe: Recipe,
+    *,
+    steps: int,
+    warmup: int,
+    workdir: Path,
+    profile: bool = False,
+    timeout_s: float = 600.0,
+    effective: EffectiveConfig | None = None,
+    backend: LocalBackend | None = None,
+) -> TrialResult:
+    """Resolve, launch, wait, parse: one benchmark trial. Bad input raises AttuneError."""
+    if warmup < 0 or steps <= warmup:
+        raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
+    adapter = get_adapter(recipe.framework, path=recipe.path)
+    effective = effective or adapter.resolve(recipe)
+    spec = adapter.launch(effective, steps=steps, workdir=workdir, profile=profile)
+    outcome = (backend or LocalBackend()).run(spec, workdir=workdir, timeout_s=timeout_s)
+    with open(outcome.stdout_path, errors="replace") as out:
+        records = adapter.parse_metrics(out)
+    nonfinite = any(not r.finite() for r in records)
+    status, error = classify(
+        outcome, steps_logged=len(records), steps_wanted=steps, nonfinite=nonfinite
+    )
+    score = None
+    if status == "ok":
+        score = tokens_per_second_per_device(records, warmup=warmup, devices=spec.devices)
+    breakdown = None
+    if profile and spec.profile_trace and Path(spec.profile_trace).exists():
+        breakdown = breakdown_from_trace(Path(spec.profile_trace))
+    step1 = records[0].loss if records and records[0].step == 1 else None
+    return TrialResult(
+        recipe=recipe.name,
+        fingerprint=effective.fingerprint(),
+        status=status,
+        error=error,
+        steps=records,
+        warmup=warmup,
+        score=score if score is None or math.isfinite(score) else None,
+        step1_loss=step1,
+        has_nonfinite=nonfinite,
+        allocated_at=outcome.allocated_at,
+        released_at=outcome.released_at,
+        devices=spec.devices,
+        log_path=outcome.log_path,
+        profile=breakdown,
+    )

@@ -1,0 +1,111 @@
+"""Adapter for the embedded workload: resolve, launch and parse metrics."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig, Recipe, StepRecord
+from runners.adapter import LaunchSpec
+from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, validate_and_derive
+
+
+class EmbeddedRecipe(BaseModel):
+    """The body of an embedded-workload recipe file (after ``framework`` and ``name``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = ""
+    """Free text: where the recipe came from, what it is for."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """``WorkloadConfig`` keys; unset keys take their defaults."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the launch."""
+
+
+def _error_key(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "-"
+    return key, err["msg"]
+
+
+class EmbeddedAdapter:
+    """The embedded CPU workload as a framework."""
+
+    name = "embedded"
+
+    def resolve(self, recipe: Recipe) -> EffectiveConfig:
+        try:
+            body = EmbeddedRecipe.model_validate(recipe.body)
+        except ValidationError as exc:
+            key, msg = _error_key(exc)
+            raise AttuneError(msg.lower(), path=recipe.path, key=key) from None
+        try:
+            cfg = validate_and_derive(body.config, body.env)
+        except ValidationError as exc:
+            key, msg = _error_key(exc)
+            if msg == "Extra inputs are not permitted":
+                msg = "unknown key (see registry/embedded.yaml for the known ones)"
+            raise AttuneError(msg.lower(), path=recipe.path, key=f"config.{key}") from None
+        except ValueError as exc:
+            key, _, msg = str(exc).partition(": ")
+            prefix = "" if key.startswith("env.") else "config."
+            raise AttuneError(msg, path=recipe.path, key=f"{prefix}{key}") from None
+        return EffectiveConfig(
+            framework=self.name,
+            framework_version=WORKLOAD_VERSION,
+            values=cfg.model_dump(),
+            env=dict(body.env),
+            explicit=sorted([*body.config, *(f"env.{k}" for k in body.env)]),
+            devices=cfg.data_parallel_size,
+        )
+
+    def launch(
+        self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
+    ) -> LaunchSpec:
+        workdir.mkdir(parents=True, exist_ok=True)
+        config_path = workdir / "effective-config.json"
+        config_path.write_text(json.dumps(effective.values, indent=2, sort_keys=True))
+        ranks = effective.devices
+        if ranks == 1:
+            argv = [sys.executable, "-m", "runners.embedded.train"]
+        else:
+            argv = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={ranks}",
+                "-m",
+                "runners.embedded.train",
+            ]
+        argv += ["--config", str(config_path), "--steps", str(steps)]
+        trace = None
+        if profile:
+            argv += ["--profile-dir", str(workdir / "profile")]
+            trace = str(workdir / "profile" / "trace.json")
+        return LaunchSpec(
+            argv=argv,
+            env=dict(effective.env),
+            unset_env=[k for k in ENV_READ if k not in effective.env],
+            devices=ranks,
+            profile_trace=trace,
+        )
+
+    def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
+        records = []
+        for line in lines:
+            line = line.strip()
+            if not line.startswith('{"step"'):
+                continue
+            try:
+                records.append(StepRecord.model_validate(json.loads(line)))
+            except (ValueError, ValidationError):
+                continue  # a torn last line from a killed run
+        return records

@@ -1,0 +1,205 @@
+"""Budget arithmetic over ledger events: charges, forecast, and launch refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gate.budget import (
+    CampaignCost,
+    campaign_summary,
+    check_launch,
+    failed_fingerprints,
+    forecast_device_seconds,
+    spent_device_seconds,
+    trial_charge,
+    trial_finished_payload,
+)
+from gate.ledger import EventKind, Ledger, LedgerEvent
+from gate.models import TrialResult
+
+T0 = 1_700_000_000.0
+
+
+class _Events:
+    """Builds one campaign's events in order, as the ledger would hand them back."""
+
+    def __init__(self) -> None:
+        self.events: list[LedgerEvent] = []
+
+    def add(self, kind: EventKind, payload: dict[str, Any]) -> _Events:
+        seq = len(self.events) + 1
+        self.events.append(
+            LedgerEvent(
+                seq=seq,
+                time=T0 + seq,
+                campaign="c1",
+                kind=kind,
+                payload=payload,
+                prev_hash="0" * 64,
+                hash="0" * 64,
+            )
+        )
+        return self
+
+    def trial(
+        self, seconds: float, *, status: str = "ok", devices: int = 1, fingerprint: str = "fp"
+    ) -> _Events:
+        return self.add(
+            "trial_finished",
+            {
+                "fingerprint": fingerprint,
+                "status": status,
+                "allocated_at": T0,
+                "released_at": T0 + seconds,
+                "devices": devices,
+                "device_seconds": seconds * devices,
+            },
+        )
+
+
+def test_every_finished_trial_is_charged_whatever_its_status() -> None:
+    log = _Events().add("campaign_opened", {"budget_device_hours": 1.0})
+    for status in ["ok", "failed", "oom", "timeout", "nan"]:
+        log.trial(100, status=status, devices=2, fingerprint=status)
+    assert spent_device_seconds(log.events) == 1000.0
+
+
+def test_only_trial_finished_events_are_charged() -> None:
+    charge = {"allocated_at": T0, "released_at": T0 + 50, "devices": 4}
+    log = _Events().add("trial_started", charge).add("gate_checked", charge).trial(10)
+    assert spent_device_seconds(log.events) == 10.0
+    assert spent_device_seconds([]) == 0.0
+
+
+def test_charge_is_release_minus_allocation_times_devices() -> None:
+    (event,) = _Events().trial(90, devices=8).events
+    assert trial_charge(event) == 720.0
+    (legacy,) = _Events().add("trial_finished", {"device_seconds": 12.5}).events
+    assert trial_charge(legacy) == 12.5
+
+
+def test_forecast_is_the_median_of_ok_trials() -> None:
+    log = _Events().trial(10).trial(30).trial(20).trial(1000, status="failed", fingerprint="x")
+    assert forecast_device_seconds(log.events, default=5.0) == 20.0
+    assert forecast_device_seconds(log.trial(40).events, default=5.0) == 25.0
+
+
+def test_forecast_falls_back_to_all_trials_then_the_default() -> None:
+    failed = _Events().trial(8, status="oom").trial(2, status="failed").trial(4, status="nan")
+    assert forecast_device_seconds(failed.events, default=100.0) == 4.0
+    opened = _Events().add("campaign_opened", {"budget_device_hours": 1.0})
+    assert forecast_device_seconds(opened.events, default=100.0) == 100.0
+
+
+def test_failed_fingerprints_are_the_non_ok_runs() -> None:
+    log = (
+        _Events()
+        .trial(1, fingerprint="good")
+        .trial(1, status="oom", fingerprint="big-batch")
+        .trial(1, status="nan", fingerprint="high-lr")
+        .add("trial_started", {"fingerprint": "running"})
+    )
+    assert failed_fingerprints(log.events) == {"big-batch", "high-lr"}
+
+
+def test_exact_rerun_of_a_failed_config_is_refused_even_with_budget_left() -> None:
+    log = _Events().trial(10, fingerprint="good").trial(10, status="oom", fingerprint="big")
+    refusal = check_launch(
+        log.events, budget_device_seconds=1e9, fingerprint="big", forecast_device_seconds=10
+    )
+    assert refusal is not None and refusal.reason == "failed_rerun"
+    assert refusal.message == (
+        "effective config big already ended with status oom (ledger seq 2); "
+        "change something before running it again"
+    )
+    rerun_of_ok = check_launch(
+        log.events, budget_device_seconds=1e9, fingerprint="good", forecast_device_seconds=10
+    )
+    assert rerun_of_ok is None
+
+
+def test_failed_rerun_is_reported_before_budget() -> None:
+    log = _Events().trial(100, status="timeout", fingerprint="slow")
+    refusal = check_launch(
+        log.events, budget_device_seconds=100, fingerprint="slow", forecast_device_seconds=100
+    )
+    assert refusal is not None and refusal.reason == "failed_rerun"
+
+
+def test_launch_over_budget_is_refused_with_the_numbers() -> None:
+    # budget 0.050 h = 180 s; spent 169.2 s (0.047 h); forecast 0.012 h = 43.2 s.
+    log = _Events().trial(84.6, devices=2, status="failed", fingerprint="old")
+    refusal = check_launch(
+        log.events, budget_device_seconds=180, fingerprint="new", forecast_device_seconds=43.2
+    )
+    assert refusal is not None and refusal.reason == "budget"
+    assert refusal.message == "forecast 0.012 device-hours exceeds the 0.003 left of 0.050"
+
+
+def test_launch_that_exactly_fits_the_budget_is_allowed() -> None:
+    log = _Events().trial(100)
+    assert (
+        check_launch(
+            log.events, budget_device_seconds=150, fingerprint="n", forecast_device_seconds=50
+        )
+        is None
+    )
+
+
+def test_overspent_campaign_reports_nothing_left() -> None:
+    log = _Events().trial(400)
+    refusal = check_launch(
+        log.events, budget_device_seconds=360, fingerprint="n", forecast_device_seconds=36
+    )
+    assert refusal is not None
+    assert refusal.message == "forecast 0.010 device-hours exceeds the 0.000 left of 0.100"
+
+
+def test_campaign_summary() -> None:
+    log = (
+        _Events()
+        .add("campaign_opened", {"budget_device_hours": 0.5, "baseline": "base"})
+        .trial(1800, devices=2)
+        .trial(360, status="oom", fingerprint="a")
+        .trial(360, status="oom", fingerprint="b")
+        .add("launch_refused", {"reason": "budget"})
+    )
+    assert campaign_summary(log.events) == CampaignCost(
+        trials=3,
+        device_seconds=4320.0,
+        device_hours=1.2,
+        by_status={"ok": 1, "oom": 2},
+        budget_device_hours=0.5,
+    )
+
+
+def test_campaign_summary_without_budget_or_trials() -> None:
+    summary = campaign_summary(_Events().add("campaign_opened", {"baseline": "base"}).events)
+    assert summary == CampaignCost(
+        trials=0, device_seconds=0.0, device_hours=0.0, by_status={}, budget_device_hours=None
+    )
+
+
+@pytest.mark.parametrize("status", ["ok", "oom"])
+def test_trial_result_charged_through_a_real_ledger(tmp_path: Path, status: str) -> None:
+    result = TrialResult(
+        recipe="candidate-1",
+        fingerprint="abc123",
+        status=status,
+        warmup=2,
+        allocated_at=T0,
+        released_at=T0 + 30.5,
+        devices=2,
+    )
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        ledger.append("c1", "campaign_opened", {"budget_device_hours": 0.05})
+        ledger.append("c1", "trial_finished", trial_finished_payload(result))
+        ledger.append("other", "trial_finished", trial_finished_payload(result))
+        events = ledger.events("c1")
+    assert spent_device_seconds(events) == result.device_seconds == 61.0
+    summary = campaign_summary(events)
+    assert (summary.trials, summary.by_status) == (1, {status: 1})
+    assert failed_fingerprints(events) == (set() if status == "ok" else {"abc123"})
