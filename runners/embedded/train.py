@@ -7,9 +7,10 @@
 the adapter writes it. Rank 0 prints one JSON object per step on stdout (and to ``--metrics``).
 Reads top to bottom: config, init, model, data, loop, log.
 
-Test hooks (never set by a recipe, so the gate cannot see them, like a real framework bug):
-``ATTUNE_FAULT=nan_at_step=N`` poisons the loss of step N; ``ATTUNE_FAULT=misload_layers``
-loads each block's checkpoint weights into the next block.
+Test hooks (never set by a recipe, so the gate cannot see them, like a real framework bug),
+through ``ATTUNE_FAULT``: ``nan_at_step=N`` poisons the loss of step N; ``crash_at_step=N``
+raises; ``hang_at_step=N`` sleeps forever; ``oom_at_step=N`` asks the allocator for 64 TiB;
+``misload_layers`` loads each block's checkpoint weights into the previous block.
 """
 
 from __future__ import annotations
@@ -84,6 +85,17 @@ def load_checkpoint(model: GPT, path: str, fault: str) -> None:
     model.load_state_dict(state)
 
 
+def inject_fault(fault: str) -> None:
+    """Test hooks that fail the way real runs fail (the NaN one acts inside the step)."""
+    if fault == "crash_at_step":
+        raise RuntimeError("injected crash (ATTUNE_FAULT)")
+    if fault == "hang_at_step":
+        while True:
+            time.sleep(3600)
+    if fault == "oom_at_step":
+        torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses
+
+
 def all_reduce_grads(model: torch.nn.Module, cfg: WorkloadConfig) -> None:
     """Sum gradients over ranks in one flat bucket; bf16 on the wire if configured."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
@@ -106,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = WorkloadConfig.model_validate(json.loads(args.config.read_text()))
     assert cfg.grad_accum_steps is not None and cfg.global_batch_size is not None
     assert cfg.threads is not None
-    fault = os.environ.get("ATTUNE_FAULT", "")
-    nan_step = int(fault.split("=")[1]) if fault.startswith("nan_at_step=") else -1
+    fault, _, fault_step_text = os.environ.get("ATTUNE_FAULT", "").partition("=")
+    fault_step = int(fault_step_text) if fault_step_text else -1
 
     # --- init ---
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -147,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     # --- loop ---
     for step in range(1, args.steps + 1):
         t0 = time.perf_counter()
+        if step == fault_step:
+            inject_fault(fault)
         loss_sum = torch.zeros(())
         for micro in range(cfg.grad_accum_steps):
             with record_function("attune.data"):
@@ -164,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             with record_function("attune.forward_backward"):
                 with autocast:
                     loss = step_model(x, y) * scale
-                if step == nan_step:
+                if step == fault_step and fault == "nan_at_step":
                     loss = loss * float("nan")
                 loss.backward()
             if not cfg.accumulate_grads_in_fp32:
