@@ -1,9 +1,9 @@
 """The ``attune`` command line: parse arguments, call one command function, map errors.
 
-    attune demo
-    attune bench examples/ported-gpt.yaml --steps 16 --warmup 4 --out result.json
-    attune gate check examples/ported-gpt.yaml examples/candidates/threads-2.yaml --json
-    attune ledger verify --ledger runs/demo-.../ledger.db
+attune demo
+attune bench examples/ported-gpt.yaml --steps 16 --warmup 4 --out result.json
+attune gate check examples/ported-gpt.yaml examples/candidates/threads-2.yaml --json
+attune ledger verify --ledger runs/demo-.../ledger.db
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
 import sys
+
+from rich.console import Console
 
 # 120 columns when not on a terminal (CI logs, pipes): gate tables stay readable
 _WIDTH = None if sys.stdout.isatty() else 120

@@ -81,9 +81,7 @@ class LocalExecutor:
                 **report.to_json(),
             },
         )
-        outcome = TrialOutcome(
-            trial=trial, recipe=candidate.name, effective=effective, gate=report
-        )
+        outcome = TrialOutcome(trial=trial, recipe=candidate.name, effective=effective, gate=report)
         if report.verdict == "reject":
             return outcome
 

@@ -40,7 +40,9 @@ def gate_table(report: GateReport, title: str = "") -> Table:
 def verdict_line(report: GateReport) -> str:
     style = VERDICT_STYLE[report.verdict]
     changed = len(report.findings)
-    return f"verdict: [bold {style}]{report.verdict}[/] ({changed} changed key{'s' * (changed != 1)})"
+    return (
+        f"verdict: [bold {style}]{report.verdict}[/] ({changed} changed key{'s' * (changed != 1)})"
+    )
 
 
 def trial_line(result: TrialResult) -> str:
@@ -92,7 +94,9 @@ def ledger_table(events: list[LedgerEvent]) -> Table:
 
 def cost_line(cost: CampaignCost) -> str:
     budget = (
-        f" of {cost.budget_device_hours:.4f} budgeted" if cost.budget_device_hours is not None else ""
+        f" of {cost.budget_device_hours:.4f} budgeted"
+        if cost.budget_device_hours is not None
+        else ""
     )
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(cost.by_status.items())) or "none"
     return (

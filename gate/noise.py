@@ -15,7 +15,9 @@ SIGMAS = 3.0
 """Threshold in units of the coefficient of variation."""
 
 
-def calibrate(scores: Sequence[float], *, floor: float = FLOOR, sigmas: float = SIGMAS) -> NoiseModel:
+def calibrate(
+    scores: Sequence[float], *, floor: float = FLOOR, sigmas: float = SIGMAS
+) -> NoiseModel:
     """Noise model from >= MIN_RUNS baseline scores; threshold = max(floor, sigmas x cv)."""
     if len(scores) < MIN_RUNS:
         raise ValueError(f"noise calibration needs at least {MIN_RUNS} runs, got {len(scores)}")

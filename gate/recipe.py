@@ -28,7 +28,9 @@ def load_recipe(path: Path | str) -> Recipe:
         raise AttuneError("a recipe must be a YAML mapping", path=str(p))
     framework = data.pop("framework", None)
     if not isinstance(framework, str) or not framework:
-        raise AttuneError("missing 'framework' (e.g. framework: embedded)", path=str(p), key="framework")
+        raise AttuneError(
+            "missing 'framework' (e.g. framework: embedded)", path=str(p), key="framework"
+        )
     name = data.pop("name", None) or p.stem
     if not isinstance(name, str):
         raise AttuneError("must be a string", path=str(p), key="name")

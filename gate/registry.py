@@ -140,7 +140,9 @@ class Registry:
                 return entry
         return None
 
-    def classify(self, key: str, baseline: EffectiveConfig, candidate: EffectiveConfig) -> Classification:
+    def classify(
+        self, key: str, baseline: EffectiveConfig, candidate: EffectiveConfig
+    ) -> Classification:
         entry = self.entry(key)
         if entry is None:
             return Classification(
@@ -150,7 +152,9 @@ class Registry:
             )
         for rule in entry.when:
             if rule.if_.holds(baseline) or rule.if_.holds(candidate):
-                return Classification(key_class=rule.key_class, reason=rule.reason, source=entry.source)
+                return Classification(
+                    key_class=rule.key_class, reason=rule.reason, source=entry.source
+                )
         return Classification(key_class=entry.key_class, reason=entry.reason, source=entry.source)
 
 

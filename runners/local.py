@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -41,7 +42,9 @@ class LocalBackend:
         env = {k: v for k, v in os.environ.items() if k not in spec.unset_env}
         env.update(spec.env)
         # the launch imports runners.* from this checkout, wherever it runs from
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")])
+        )
         with stdout_path.open("wb") as out, log_path.open("wb") as err:
             allocated_at = time.time()
             try:
@@ -81,8 +84,6 @@ class LocalBackend:
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen[bytes]) -> int:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         return proc.wait()

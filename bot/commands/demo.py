@@ -100,6 +100,8 @@ def demo(*, workdir: Path | None, runs: int, steps: int, warmup: int, budget_hou
         report = ledger.verify()
         cost = campaign_summary(ledger.events(campaign))
         console.print(cost_line(cost))
-        console.print(f"hash chain: {'intact' if report.ok else 'BROKEN'} ({report.checked} events)")
+        console.print(
+            f"hash chain: {'intact' if report.ok else 'BROKEN'} ({report.checked} events)"
+        )
         console.print(f"ledger: {workdir / 'ledger.db'}  (attune ledger show --ledger ...)")
     return 0

@@ -28,8 +28,7 @@ def gate_check(
     baseline, candidate = resolve(baseline_path), resolve(candidate_path)
     if baseline.framework != candidate.framework:
         raise AttuneError(
-            f"framework {candidate.framework!r} differs from the baseline's "
-            f"{baseline.framework!r}",
+            f"framework {candidate.framework!r} differs from the baseline's {baseline.framework!r}",
             path=str(candidate_path),
             key="framework",
         )

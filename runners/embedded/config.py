@@ -50,7 +50,7 @@ class WorkloadConfig(BaseModel):
     moe_top_k: int = Field(2, ge=1)
     """Experts each token is routed to."""
     moe_capacity_factor: float | None = Field(None, gt=0.0)
-    """Expert capacity as a multiple of the even share; tokens beyond it are dropped. None: no drops."""
+    """Expert capacity as a multiple of the even share; overflow is dropped. None: no drops."""
     moe_fast_dispatch: bool = False
     """Padded, static-shape expert dispatch (batched matmul); needs a capacity factor."""
 

@@ -21,6 +21,7 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.kernel = cfg.attention
         mask = torch.tril(torch.ones(cfg.seq_len, cfg.seq_len, dtype=torch.bool))
+        self.causal: torch.Tensor
         self.register_buffer("causal", mask.view(1, 1, cfg.seq_len, cfg.seq_len), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -75,7 +76,11 @@ class MoE(nn.Module):
         onehot = F.one_hot(expert_ids, self.cfg.moe_num_experts)
         position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)
         capacity = expert_capacity(b * t, self.cfg)
-        keep = position < capacity if capacity is not None else torch.ones_like(position, dtype=torch.bool)
+        keep = (
+            position < capacity
+            if capacity is not None
+            else torch.ones_like(position, dtype=torch.bool)
+        )
         out = torch.zeros_like(flat)
         if self.cfg.moe_fast_dispatch and capacity is not None:
             # static shapes: every expert gets exactly `capacity` rows, padding included
@@ -100,11 +105,12 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.mlp: nn.Module = MoE(cfg) if cfg.moe_num_experts else MLP(cfg)
+        self.mlp: MoE | MLP = MoE(cfg) if cfg.moe_num_experts else MLP(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        y: torch.Tensor = x + self.mlp(self.ln2(x))
+        return y
 
 
 class GPT(nn.Module):

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         load_checkpoint(model, cfg.init_from, fault)
     model.train()
     optimizer = build_optimizer(cfg, model)
-    step_model: torch.nn.Module = torch.compile(model) if cfg.compile else model
+    step_model = torch.compile(model) if cfg.compile else model
     autocast = (
         torch.autocast("cpu", dtype=torch.bfloat16) if cfg.precision == "bf16" else nullcontext()
     )

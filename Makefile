@@ -1,0 +1,35 @@
+# make demo: set up and run the embedded demo.  make test: set up, lint and run the tests.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch==2.13.0 exactly (pinned in pyproject.toml): any looser spec downloads a CUDA build
+	$(BIN)/python -m pip install --quiet -e '.[workload,dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/attune demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# pytest exits 5 when it collects no tests: that is not a failure of the suite
+test: lint
+	$(BIN)/python -m pytest -q --durations=10; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+bench: setup
+	$(BIN)/python benchmarks/levers.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs
