@@ -16,7 +16,6 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.console import err_console
 from gate.errors import AttuneError
 
 log = logging.getLogger("attune")
@@ -104,19 +103,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return dispatch(args)
     except AttuneError as exc:
-        err_console.print(f"attune: error: {exc}", markup=False)
+        # one plain line, never wrapped: scripts and CI logs grep it
+        sys.stderr.write(f"attune: error: {exc}\n")
         return 2
     except KeyboardInterrupt:
-        err_console.print("attune: interrupted")
+        sys.stderr.write("attune: interrupted\n")
         return 130
     except Exception as exc:
         with tempfile.NamedTemporaryFile(
             "w", prefix="attune-crash-", suffix=".log", delete=False
         ) as f:
             traceback.print_exc(file=f)
-        err_console.print(
-            f"attune: unexpected error: {type(exc).__name__}: {exc} (traceback: {f.name})",
-            markup=False,
+        sys.stderr.write(
+            f"attune: unexpected error: {type(exc).__name__}: {exc} (traceback: {f.name})\n"
         )
         return 3
 

@@ -9,4 +9,3 @@ from rich.console import Console
 # 120 columns when not on a terminal (CI logs, pipes): gate tables stay readable
 _WIDTH = None if sys.stdout.isatty() else 120
 console = Console(highlight=False, soft_wrap=False, width=_WIDTH)
-err_console = Console(stderr=True, highlight=False)
