@@ -65,11 +65,14 @@ def run_bench(
         raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
     adapter = get_adapter(recipe.framework, path=recipe.path)
     effective = effective or adapter.resolve(recipe)
+    # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
+    workdir = workdir.resolve()
     spec = adapter.launch(effective, steps=steps, workdir=workdir, profile=profile)
     outcome = (backend or LocalBackend()).run(spec, workdir=workdir, timeout_s=timeout_s)
     with open(outcome.stdout_path, errors="replace") as out:
-        records = adapter.parse_metrics(out)
-    nonfinite = any(not r.finite() for r in records)
+        logged = adapter.parse_metrics(out)
+    nonfinite = any(not r.finite() for r in logged)
+    records = [r for r in logged if r.step <= steps]  # later steps were the profiled ones
     status, error = classify(
         outcome, steps_logged=len(records), steps_wanted=steps, nonfinite=nonfinite
     )

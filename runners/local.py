@@ -84,6 +84,53 @@ class LocalBackend:
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen[bytes]) -> int:
+        # torchrun starts every rank in a session of its own, so killing the launcher's group
+        # alone leaves the ranks running: freeze the group (nothing new gets spawned), then
+        # kill the group of every descendant too, while the launcher still links them to us
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGSTOP)
+        descendants = _descendants(proc.pid) if proc.poll() is None else []
+        own_group = os.getpgrp()
+        for pid in descendants:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                pgid = os.getpgid(pid)
+                if pgid != own_group:
+                    os.killpg(pgid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
+        returncode = proc.wait()
+        deadline = time.monotonic() + 5.0
+        while any(_alive(pid) for pid in descendants) and time.monotonic() < deadline:
+            time.sleep(0.01)  # SIGKILL is asynchronous: release only once they are gone
+        return returncode
+
+
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state first), None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` in the process tree (from /proc; none where it is absent)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            fields = _proc_stat(entry.name) if entry.name.isdigit() else None
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -59,7 +59,8 @@ def write(tmp_path: Path, text: str) -> Path:
             r"keys\.a\.source: invalid registry entry: Field required",
         ),
         (
-            "framework: x\nversions: 'one'\nkeys: {a: {class: layout, reason: r, source: f.py:1}}\n",
+            "framework: x\nversions: 'one'\n"
+            "keys: {a: {class: layout, reason: r, source: f.py:1}}\n",
             r"versions: invalid registry entry",
         ),
         ("framework: x\nversions: '==1'\nkeys: {}\n", r"registry has no keys"),
@@ -70,7 +71,8 @@ def write(tmp_path: Path, text: str) -> Path:
             r"keys\.a\.when\.0\.if: invalid registry entry: .*exactly one",
         ),
         (
-            "framework: x\nversions: '==1'\nkeys: {a: {class: layout, reason: r, source: f.py:1, x: 1}}\n",
+            "framework: x\nversions: '==1'\n"
+            "keys: {a: {class: layout, reason: r, source: f.py:1, x: 1}}\n",
             r"keys\.a\.x: invalid registry entry: Extra",
         ),
     ],
@@ -84,7 +86,7 @@ def test_a_broken_file_fails_every_lookup(tmp_path: Path) -> None:
     """Never an empty or partial registry: one bad file makes loading fail loudly."""
     (tmp_path / "embedded.yaml").write_text((DEFAULT_REGISTRY_DIR / "embedded.yaml").read_text())
     write(tmp_path, "framework: other\nversions: '==1'\nkeys: {a: {class: nope}}\n")
-    with pytest.raises(AttuneError, match="bad.yaml"):
+    with pytest.raises(AttuneError, match=r"bad\.yaml"):
         load_registry("embedded", WORKLOAD_VERSION, tmp_path)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bot.console import console
 from bot.render import trial_line
+from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.bench import run_bench
 
@@ -20,7 +21,8 @@ def bench(
     profile: bool,
     timeout_s: float,
 ) -> int:
-    """Exit 0 when the run finished cleanly, 1 when it failed, OOMed, timed out or hit NaN."""
+    """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 2 when the
+    workload crashed, ran out of memory or hung (the result JSON is written in every case)."""
     recipe = load_recipe(recipe_path)
     workdir = workdir or Path("runs") / "bench" / recipe.name
     result = run_bench(
@@ -37,7 +39,11 @@ def bench(
             f"compute {p.compute:.1%}, communication {p.communication:.1%}, "
             f"cpu {p.cpu:.1%}, idle {p.idle:.1%}"
         )
-    if result.error:
-        console.print(f"[red]error:[/] {result.error.splitlines()[-1]}  (log: {result.log_path})")
     console.print(f"result: {out}")
+    if result.status in ("failed", "oom", "timeout"):
+        last = (result.error or "").strip().splitlines()[-1:] or ["no output"]
+        raise AttuneError(
+            f"workload {result.status}: {last[0].strip()} (log: {result.log_path})",
+            path=str(recipe_path),
+        )
     return 0 if result.status == "ok" else 1

@@ -40,8 +40,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--config", type=Path, required=True, help="validated config JSON")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--metrics", type=Path, help="also append step JSON lines here (rank 0)")
-    p.add_argument("--profile-dir", type=Path, help="write a torch.profiler trace here")
-    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (after 1 warm-up)")
+    p.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="after --steps, run 1 + --profile-steps more steps under torch.profiler, trace here",
+    )
+    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps")
     p.add_argument("--save-checkpoint", type=Path, help="save the final weights here (rank 0)")
     return p.parse_args(argv)
 
@@ -146,18 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     # micro-batches is the mean over the global batch
     scale = 1.0 / (cfg.grad_accum_steps * world)
 
-    prof = None
+    # profiled steps run after the benchmarked ones, so profiler overhead never enters a score
+    prof, total_steps = None, args.steps
     if args.profile_dir is not None:
+        total_steps += 1 + args.profile_steps
         args.profile_dir.mkdir(parents=True, exist_ok=True)
         prof = profile(
             activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=0, warmup=1, active=args.profile_steps, repeat=1),
+            schedule=schedule(wait=args.steps, warmup=1, active=args.profile_steps, repeat=1),
         )
         prof.start()
     metrics = args.metrics.open("a") if args.metrics and rank == 0 else None
 
     # --- loop ---
-    for step in range(1, args.steps + 1):
+    for step in range(1, total_steps + 1):
         t0 = time.perf_counter()
         if step == fault_step:
             inject_fault(fault)

@@ -1,0 +1,88 @@
+"""Shared fixtures: small embedded-workload recipes written as real YAML files, the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gate.models import EffectiveConfig, Recipe
+from gate.recipe import load_recipe
+from gate.registry import Registry, load_registry
+from runners.adapter import get_adapter
+
+SMALL_CONFIG: dict[str, Any] = {
+    "n_layer": 2,
+    "n_head": 4,
+    "d_model": 64,
+    "seq_len": 32,
+    "global_batch_size": 8,
+    "micro_batch_size": 1,
+    "threads": 1,
+}
+"""A model small enough that a run of a few steps costs ~2 s on one core, startup included."""
+
+RecipeWriter = Callable[..., Path]
+
+
+def _write_recipe(
+    directory: Path, name: str, *, env: dict[str, str] | None = None, **config: Any
+) -> Path:
+    """Write ``directory/<name>.yaml``: an embedded recipe with exactly ``config`` (and ``env``)."""
+    body: dict[str, Any] = {"framework": "embedded", "name": name, "config": config}
+    if env:
+        body["env"] = env
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def small_config() -> dict[str, Any]:
+    """A fresh copy of SMALL_CONFIG, free to modify."""
+    return dict(SMALL_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def write_recipe() -> RecipeWriter:
+    """``write_recipe(directory, name, env=None, **config) -> Path`` of a real recipe file."""
+    return _write_recipe
+
+
+@pytest.fixture(scope="session")
+def small_recipe() -> Callable[..., Recipe]:
+    """``small_recipe(directory, name, env=None, **overrides) -> Recipe``: SMALL_CONFIG with
+    overrides, written to disk and read back through the real recipe loader."""
+
+    def make(
+        directory: Path, name: str, *, env: dict[str, str] | None = None, **over: Any
+    ) -> Recipe:
+        return load_recipe(_write_recipe(directory, name, env=env, **{**SMALL_CONFIG, **over}))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def resolve() -> Callable[[Recipe], EffectiveConfig]:
+    """The effective config of a recipe, as the framework adapter resolves it."""
+
+    def run(recipe: Recipe) -> EffectiveConfig:
+        return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    """The embedded workload's registry, version 1, from registry/."""
+    return load_registry("embedded", "1")
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault hook left in the environment must not leak into a test's runs."""
+    monkeypatch.delenv("ATTUNE_FAULT", raising=False)
