@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.errors import AttuneError
+from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
 
 log = logging.getLogger("attune")
 DEFAULT_LEDGER = Path(".attune") / "ledger.db"
@@ -29,14 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="calibrate, gate and bench the embedded example")
     demo.add_argument("--workdir", type=Path, help="default: runs/demo-<time>")
     demo.add_argument("--runs", type=int, default=5, help="baseline runs for the noise model")
-    demo.add_argument("--steps", type=int, default=16)
-    demo.add_argument("--warmup", type=int, default=4)
+    demo.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    demo.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     demo.add_argument("--budget", type=float, default=0.1, help="device-hours")
 
     bench = sub.add_parser("bench", help="run one benchmark trial of a recipe")
     bench.add_argument("recipe", type=Path)
-    bench.add_argument("--steps", type=int, default=16)
-    bench.add_argument("--warmup", type=int, default=4, help="leading steps not scored")
+    bench.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    bench.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="steps not scored")
     bench.add_argument("--out", type=Path, help="result JSON (default: WORKDIR/result.json)")
     bench.add_argument("--workdir", type=Path, help="logs and launch files")
     bench.add_argument("--profile", action="store_true", help="record and split a profile")

@@ -17,6 +17,10 @@ from runners.adapter import get_adapter
 from runners.local import LocalBackend, RunOutcome
 from runners.profile_trace import breakdown_from_trace
 
+DEFAULT_STEPS = 12
+DEFAULT_WARMUP = 3
+"""Benchmark length: the warm-up steps (allocator, caches, compilation) are never scored."""
+
 OOM_PATTERN = re.compile(
     r"out of memory|can't allocate memory|MemoryError|Cannot allocate memory", re.IGNORECASE
 )

@@ -23,7 +23,7 @@ from runners.adapter import get_adapter
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASELINE = EXAMPLES / "ported-gpt.yaml"
-LAYOUT_CANDIDATE = EXAMPLES / "candidates" / "threads-2.yaml"
+LAYOUT_CANDIDATE = EXAMPLES / "candidates" / "no-recompute.yaml"
 SEMANTIC_CANDIDATE = EXAMPLES / "candidates" / "grad-reduce-bf16.yaml"
 
 
