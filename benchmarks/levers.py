@@ -1,6 +1,6 @@
 """Measure what each layout lever of the embedded workload is worth on this machine.
 
-    python benchmarks/levers.py [--repeats 3] [--steps 16] [--warmup 4] [--no-compile]
+    python benchmarks/levers.py [--repeats 3] [--steps 12] [--warmup 3] [--no-compile]
 
 Benchmarks the ported example recipe and one single-lever variant per lever, interleaved
 (baseline, variant 1, variant 2, ..., repeated) so that machine noise hits all alike. Prints
@@ -19,7 +19,7 @@ from typing import Any
 
 from gate.models import Recipe
 from gate.recipe import load_recipe
-from runners.bench import run_bench
+from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP, run_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 LEVERS: dict[str, dict[str, Any]] = {
@@ -44,8 +44,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--recipe", type=Path, default=ROOT / "examples" / "ported-gpt.yaml")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--steps", type=int, default=16)
-    p.add_argument("--warmup", type=int, default=4)
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (~40 s each)")
     args = p.parse_args()
 

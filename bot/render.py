@@ -21,8 +21,10 @@ def _value(v: Any) -> str:
 
 def gate_table(report: GateReport, title: str = "") -> Table:
     table = Table(title=title or None, title_justify="left")
-    for col in ("key", "baseline", "candidate", "class", "reason", "source"):
+    for col in ("key", "baseline", "candidate", "class"):
         table.add_column(col, overflow="fold")
+    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("source", no_wrap=True)
     for f in report.findings:
         style = CLASS_STYLE[f.key_class]
         key = f"{f.key} (derived)" if f.derived else f.key
