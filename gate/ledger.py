@@ -22,11 +22,20 @@ from gate.models import canonical_json
 
 EventKind = Literal[
     "campaign_opened",
+    "forge_ready",
     "noise_calibrated",
+    "profile_requested",
+    "candidate_proposed",
+    "pr_opened",
     "gate_checked",
     "launch_refused",
     "trial_started",
+    "trial_launched",
     "trial_finished",
+    "trial_abandoned",
+    "trial_judged",
+    "pr_merged",
+    "pr_closed",
     "campaign_stopped",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""

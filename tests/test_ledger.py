@@ -112,11 +112,20 @@ def test_event_kinds_are_a_closed_list() -> None:
     # Adding a kind is a reviewed change to this test, not a drive-by.
     assert EVENT_KINDS == (
         "campaign_opened",
+        "forge_ready",
         "noise_calibrated",
+        "profile_requested",
+        "candidate_proposed",
+        "pr_opened",
         "gate_checked",
         "launch_refused",
         "trial_started",
+        "trial_launched",
         "trial_finished",
+        "trial_abandoned",
+        "trial_judged",
+        "pr_merged",
+        "pr_closed",
         "campaign_stopped",
     )
 

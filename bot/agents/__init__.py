@@ -1,0 +1,1 @@
+"""Agents: who proposes the next candidate."""

@@ -1,0 +1,1 @@
+"""Forges: where candidate pull requests, comments, checks and merges live."""

@@ -1,0 +1,145 @@
+"""The four interfaces the campaign is written against: Forge, Executor, Backend, Agent.
+
+The embedded default implements each locally (git + SQLite forge, in-process gate and local
+subprocess runner, local backend, rules agent); GitHub mode plugs in other implementations
+without touching ``bot/campaign.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from runners.adapter import LaunchSpec
+from runners.local import RunHandle, RunOutcome
+
+PRState = Literal["open", "merged", "closed"]
+
+
+class CheckResult(BaseModel):
+    """A check run on a pull request (e.g. ``attune/gate``)."""
+
+    name: str
+    conclusion: Literal["success", "failure", "neutral"]
+    summary: str
+
+
+class PullRequest(BaseModel):
+    """A pull request record as a forge shows it."""
+
+    number: int
+    title: str
+    body: str
+    base: str
+    """Branch it merges into."""
+    head: str
+    """Branch it brings."""
+    state: PRState
+    labels: list[str] = Field(default_factory=list)
+    checks: list[CheckResult] = Field(default_factory=list)
+    head_sha: str
+    merged_sha: str | None = None
+
+
+class Comment(BaseModel):
+    id: int
+    pr: int
+    body: str
+    marker: str | None = None
+    """Hidden marker of a comment the bot edits in place (``<!-- attune:... -->``)."""
+
+
+class Forge(Protocol):
+    """Pull requests, comments, checks and merges. Every write is idempotent, so a resumed
+    campaign can repeat the last action safely."""
+
+    def open_tuned(self, recipe_path: str, recipe_text: str, title: str, body: str) -> PullRequest:
+        """The pull request being tuned: its head branch holds the recipe. Returns the
+        existing one when called again."""
+
+    def head_sha(self, branch: str) -> str:
+        """Current commit of ``branch``."""
+
+    def open_candidate(
+        self,
+        *,
+        branch: str,
+        base: str,
+        recipe_path: str,
+        recipe_text: str,
+        title: str,
+        body: str,
+        labels: list[str],
+    ) -> PullRequest:
+        """Branch ``branch`` from ``base``'s head with one commit writing the recipe, and a pull
+        request for it. Returns the existing one when the branch already has a pull request."""
+
+    def get(self, number: int) -> PullRequest: ...
+
+    def pulls(self) -> list[PullRequest]:
+        """Every pull request, by number."""
+
+    def set_check(self, number: int, check: CheckResult) -> None:
+        """Add or replace the check of that name."""
+
+    def merge(self, number: int, *, expected_base_sha: str) -> str:
+        """Squash-merge into the base branch and return the new base head. Refuses (ForgeError)
+        when the base head is not ``expected_base_sha``; no-op when already merged."""
+
+    def close(self, number: int) -> None:
+        """Close without merging; no-op when already closed."""
+
+    def comment(self, number: int, body: str, *, marker: str | None = None) -> Comment:
+        """Post a comment; with a marker, edit the existing comment carrying it instead."""
+
+    def comments(self, number: int) -> list[Comment]: ...
+
+    def diff(self, number: int) -> str:
+        """Unified diff of the pull request (base...head)."""
+
+
+class Backend(Protocol):
+    """Where a launch runs. ``start`` returns at once; the handle survives the bot."""
+
+    name: str
+
+    def start(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunHandle: ...
+
+    def wait(self, handle: RunHandle) -> RunOutcome:
+        """Block until the launch is over (also for a handle from an earlier bot process)."""
+
+
+class Proposal(BaseModel):
+    """One candidate: one lever (or one coupled parallel split) and why."""
+
+    lever: list[str]
+    """Registry keys changed: one, or several for a coupled split."""
+    changes: dict[str, tuple[object, object]]
+    """key -> (incumbent value, candidate value)."""
+    coupled: bool = False
+    """True when several keys move together as one parallel split."""
+    bottleneck: str
+    """compute, communication, cpu or idle: what the profile says limits the step."""
+    mechanism: str
+    """Why this change should relieve that bottleneck."""
+    expected_gain_pct: float
+    """Expected speedup of tokens/s/device, in percent."""
+    sources: list[str]
+    """``path:line`` the agent read for each lever (from the registry)."""
+
+    @property
+    def title(self) -> str:
+        moves = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in self.changes.items())
+        return f"attune: {moves}"
+
+
+class ProfileRequest(BaseModel):
+    reason: str
+
+
+class Stop(BaseModel):
+    reason: Literal["budget", "exhausted", "max_trials"]
+    evidence: list[str]
+    """What was considered and why nothing is left (one line per lever option)."""
