@@ -1,9 +1,14 @@
-"""Run one candidate through the pre-launch gate, the ledger's launch checks, the benchmark and
-the post-launch gate, writing each transition to the ledger before acting on it."""
+"""Run a candidate through the pre-launch gate, the ledger's launch checks, the benchmark and
+the post-launch gate, writing each transition to the ledger before acting on it.
+
+The phases are separate methods so that a campaign can stop between any two of them and a
+restarted bot can pick up a launch it did not start (``finish`` with a stored ``Launch``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -14,7 +19,10 @@ from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
 from gate.postlaunch import PostLaunchReport
 from gate.registry import Registry
 from runners.adapter import get_adapter
-from runners.bench import run_bench
+from runners.bench import Launch, collect, start_bench
+from runners.local import LocalBackend
+
+Role = Literal["calibration", "profile", "candidate"]
 
 
 class TrialOutcome(BaseModel):
@@ -28,13 +36,9 @@ class TrialOutcome(BaseModel):
     result: TrialResult | None = None
     post: PostLaunchReport | None = None
 
-    @property
-    def launched(self) -> bool:
-        return self.result is not None
-
 
 class LocalExecutor:
-    """Gate and bench candidates on this machine, charging ``ledger`` under ``campaign``."""
+    """Gate and bench trials on this machine, charging ``ledger`` under ``campaign``."""
 
     def __init__(
         self,
@@ -48,6 +52,7 @@ class LocalExecutor:
         warmup: int,
         timeout_s: float = 600.0,
         default_forecast_s: float = 60.0,
+        backend: LocalBackend | None = None,
     ) -> None:
         self.ledger = ledger
         self.campaign = campaign
@@ -58,7 +63,101 @@ class LocalExecutor:
         self.warmup = warmup
         self.timeout_s = timeout_s
         self.default_forecast_s = default_forecast_s
-        """Forecast of a trial's device-seconds before any trial of the campaign finished."""
+        """Forecast of a trial's device-seconds per device before any trial finished."""
+        self.backend = backend or LocalBackend()
+
+    def resolve(self, recipe: Recipe) -> EffectiveConfig:
+        return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
+
+    def forecast(self, devices: int) -> float:
+        events = self.ledger.events(self.campaign)
+        return budget.forecast_device_seconds(events, default=self.default_forecast_s * devices)
+
+    def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
+        """Budget and failed-rerun checks; a refusal is written to the ledger."""
+        fingerprint = effective.fingerprint()
+        refusal = budget.check_launch(
+            self.ledger.events(self.campaign),
+            budget_device_seconds=self.budget_device_seconds,
+            fingerprint=fingerprint,
+            forecast_device_seconds=self.forecast(effective.devices),
+        )
+        if refusal is not None:
+            self.ledger.append(
+                self.campaign,
+                "launch_refused",
+                {"trial": trial, "fingerprint": fingerprint, **refusal.model_dump()},
+            )
+        return refusal
+
+    def gate(
+        self, trial: str, candidate: Recipe, *, baseline: EffectiveConfig
+    ) -> tuple[EffectiveConfig, GateReport]:
+        """Pre-launch gate, written to the ledger as ``gate_checked``."""
+        effective = self.resolve(candidate)
+        report = prelaunch.judge(baseline, effective, self.registry)
+        self.ledger.append(
+            self.campaign,
+            "gate_checked",
+            {
+                "trial": trial,
+                "recipe": candidate.name,
+                "fingerprint": effective.fingerprint(),
+                **report.to_json(),
+            },
+        )
+        return effective, report
+
+    def launch(
+        self,
+        trial: str,
+        role: Role,
+        recipe: Recipe,
+        effective: EffectiveConfig,
+        *,
+        profile: bool = False,
+    ) -> Launch:
+        """``trial_started`` first, then the launch, then its handle as ``trial_launched``."""
+        self.ledger.append(
+            self.campaign,
+            "trial_started",
+            {
+                "trial": trial,
+                "role": role,
+                "recipe": recipe.name,
+                "fingerprint": effective.fingerprint(),
+                "devices": effective.devices,
+                "forecast_device_seconds": self.forecast(effective.devices),
+                "profile": profile,
+            },
+        )
+        launch = start_bench(
+            recipe,
+            steps=self.steps,
+            warmup=self.warmup,
+            workdir=self.workdir / "trials" / trial,
+            profile=profile,
+            timeout_s=self.timeout_s,
+            effective=effective,
+            backend=self.backend,
+        )
+        self.ledger.append(
+            self.campaign, "trial_launched", {"trial": trial, **launch.model_dump(mode="json")}
+        )
+        return launch
+
+    def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
+        """Wait for the launch (possibly started by an earlier bot), charge it, return it."""
+        result = collect(launch, self.backend.wait(launch.handle))
+        Path(launch.handle.workdir, "result.json").write_text(result.model_dump_json(indent=2))
+        payload = budget.trial_finished_payload(result)
+        payload["profile"] = result.profile.model_dump() if result.profile else None
+        self.ledger.append(
+            self.campaign,
+            "trial_finished",
+            {"trial": trial, **payload, "reconciled": reconciled},
+        )
+        return result
 
     def run(
         self,
@@ -67,70 +166,18 @@ class LocalExecutor:
         *,
         baseline: EffectiveConfig,
         baseline_step1_loss: float | None,
+        role: Role = "candidate",
     ) -> TrialOutcome:
-        effective = get_adapter(candidate.framework, path=candidate.path).resolve(candidate)
-        report = prelaunch.judge(baseline, effective, self.registry)
-        fingerprint = effective.fingerprint()
-        self.ledger.append(
-            self.campaign,
-            "gate_checked",
-            {
-                "trial": trial,
-                "recipe": candidate.name,
-                "fingerprint": fingerprint,
-                **report.to_json(),
-            },
-        )
+        """All phases in one call: gate, launch checks, bench, post-launch gate."""
+        effective, report = self.gate(trial, candidate, baseline=baseline)
         outcome = TrialOutcome(trial=trial, recipe=candidate.name, effective=effective, gate=report)
         if report.verdict == "reject":
             return outcome
-
-        events = self.ledger.events(self.campaign)
-        forecast = budget.forecast_device_seconds(
-            events, default=self.default_forecast_s * effective.devices
-        )
-        refusal = budget.check_launch(
-            events,
-            budget_device_seconds=self.budget_device_seconds,
-            fingerprint=fingerprint,
-            forecast_device_seconds=forecast,
-        )
-        if refusal is not None:
-            self.ledger.append(
-                self.campaign,
-                "launch_refused",
-                {"trial": trial, "fingerprint": fingerprint, **refusal.model_dump()},
-            )
-            outcome.refusal = refusal
+        outcome.refusal = self.admit(trial, effective)
+        if outcome.refusal is not None:
             return outcome
-
-        self.ledger.append(
-            self.campaign,
-            "trial_started",
-            {
-                "trial": trial,
-                "recipe": candidate.name,
-                "fingerprint": fingerprint,
-                "devices": effective.devices,
-                "forecast_device_seconds": forecast,
-            },
-        )
-        trial_dir = self.workdir / "trials" / trial
-        result = run_bench(
-            candidate,
-            steps=self.steps,
-            warmup=self.warmup,
-            workdir=trial_dir,
-            timeout_s=self.timeout_s,
-            effective=effective,
-        )
-        (trial_dir / "result.json").write_text(result.model_dump_json(indent=2))
-        self.ledger.append(
-            self.campaign,
-            "trial_finished",
-            {"trial": trial, **budget.trial_finished_payload(result)},
-        )
-        outcome.result = result
+        launch = self.launch(trial, role, candidate, effective)
+        outcome.result = self.finish(trial, launch)
         if baseline_step1_loss is not None:
-            outcome.post = postlaunch.check(result, baseline_step1_loss=baseline_step1_loss)
+            outcome.post = postlaunch.check(outcome.result, baseline_step1_loss=baseline_step1_loss)
         return outcome

@@ -11,10 +11,12 @@ import math
 import re
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
 from gate.throughput import tokens_per_second_per_device
 from runners.adapter import get_adapter
-from runners.local import LocalBackend, RunOutcome
+from runners.local import LocalBackend, RunHandle, RunOutcome
 from runners.profile_trace import breakdown_from_trace
 
 DEFAULT_STEPS = 12
@@ -53,6 +55,87 @@ def classify(
     return "ok", None
 
 
+class Launch(BaseModel):
+    """A started benchmark: everything needed to turn its outcome into a result, even in
+    another bot process (it is stored in the ledger)."""
+
+    recipe: str
+    framework: str
+    fingerprint: str
+    steps: int
+    warmup: int
+    devices: int
+    profile_trace: str | None
+    handle: RunHandle
+
+
+def start_bench(
+    recipe: Recipe,
+    *,
+    steps: int,
+    warmup: int,
+    workdir: Path,
+    profile: bool = False,
+    timeout_s: float = 600.0,
+    effective: EffectiveConfig | None = None,
+    backend: LocalBackend | None = None,
+) -> Launch:
+    """Resolve and launch one benchmark trial; returns at once. Bad input raises AttuneError."""
+    if warmup < 0 or steps <= warmup:
+        raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
+    adapter = get_adapter(recipe.framework, path=recipe.path)
+    effective = effective or adapter.resolve(recipe)
+    # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
+    workdir = workdir.resolve()
+    spec = adapter.launch(effective, steps=steps, workdir=workdir, profile=profile)
+    handle = (backend or LocalBackend()).start(spec, workdir=workdir, timeout_s=timeout_s)
+    return Launch(
+        recipe=recipe.name,
+        framework=recipe.framework,
+        fingerprint=effective.fingerprint(),
+        steps=steps,
+        warmup=warmup,
+        devices=spec.devices,
+        profile_trace=spec.profile_trace,
+        handle=handle,
+    )
+
+
+def collect(launch: Launch, outcome: RunOutcome) -> TrialResult:
+    """Parse a finished launch's output into its result."""
+    adapter = get_adapter(launch.framework)
+    with open(outcome.stdout_path, errors="replace") as out:
+        logged = adapter.parse_metrics(out)
+    nonfinite = any(not r.finite() for r in logged)
+    records = [r for r in logged if r.step <= launch.steps]  # later steps were profiled ones
+    status, error = classify(
+        outcome, steps_logged=len(records), steps_wanted=launch.steps, nonfinite=nonfinite
+    )
+    score = None
+    if status == "ok":
+        score = tokens_per_second_per_device(records, warmup=launch.warmup, devices=launch.devices)
+    breakdown = None
+    if status == "ok" and launch.profile_trace and Path(launch.profile_trace).exists():
+        breakdown = breakdown_from_trace(Path(launch.profile_trace))
+    step1 = records[0].loss if records and records[0].step == 1 else None
+    return TrialResult(
+        recipe=launch.recipe,
+        fingerprint=launch.fingerprint,
+        status=status,
+        error=error,
+        steps=records,
+        warmup=launch.warmup,
+        score=score if score is None or math.isfinite(score) else None,
+        step1_loss=step1,
+        has_nonfinite=nonfinite,
+        allocated_at=outcome.allocated_at,
+        released_at=outcome.released_at,
+        devices=launch.devices,
+        log_path=outcome.log_path,
+        profile=breakdown,
+    )
+
+
 def run_bench(
     recipe: Recipe,
     *,
@@ -64,42 +147,16 @@ def run_bench(
     effective: EffectiveConfig | None = None,
     backend: LocalBackend | None = None,
 ) -> TrialResult:
-    """Resolve, launch, wait, parse: one benchmark trial. Bad input raises AttuneError."""
-    if warmup < 0 or steps <= warmup:
-        raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
-    adapter = get_adapter(recipe.framework, path=recipe.path)
-    effective = effective or adapter.resolve(recipe)
-    # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
-    workdir = workdir.resolve()
-    spec = adapter.launch(effective, steps=steps, workdir=workdir, profile=profile)
-    outcome = (backend or LocalBackend()).run(spec, workdir=workdir, timeout_s=timeout_s)
-    with open(outcome.stdout_path, errors="replace") as out:
-        logged = adapter.parse_metrics(out)
-    nonfinite = any(not r.finite() for r in logged)
-    records = [r for r in logged if r.step <= steps]  # later steps were the profiled ones
-    status, error = classify(
-        outcome, steps_logged=len(records), steps_wanted=steps, nonfinite=nonfinite
-    )
-    score = None
-    if status == "ok":
-        score = tokens_per_second_per_device(records, warmup=warmup, devices=spec.devices)
-    breakdown = None
-    if profile and spec.profile_trace and Path(spec.profile_trace).exists():
-        breakdown = breakdown_from_trace(Path(spec.profile_trace))
-    step1 = records[0].loss if records and records[0].step == 1 else None
-    return TrialResult(
-        recipe=recipe.name,
-        fingerprint=effective.fingerprint(),
-        status=status,
-        error=error,
-        steps=records,
+    """Resolve, launch, wait, parse: one benchmark trial from allocation to release."""
+    backend = backend or LocalBackend()
+    launch = start_bench(
+        recipe,
+        steps=steps,
         warmup=warmup,
-        score=score if score is None or math.isfinite(score) else None,
-        step1_loss=step1,
-        has_nonfinite=nonfinite,
-        allocated_at=outcome.allocated_at,
-        released_at=outcome.released_at,
-        devices=spec.devices,
-        log_path=outcome.log_path,
-        profile=breakdown,
+        workdir=workdir,
+        profile=profile,
+        timeout_s=timeout_s,
+        effective=effective,
+        backend=backend,
     )
+    return collect(launch, backend.wait(launch.handle))

@@ -108,7 +108,7 @@ def campaign(
 def test_rejected_candidate_is_never_launched(campaign: Campaign) -> None:
     out = campaign.outcomes["t1"]
     assert out.gate.verdict == "reject"
-    assert not out.launched and out.refusal is None and out.post is None
+    assert out.result is None and out.refusal is None and out.post is None
     assert campaign.kinds("t1") == ["gate_checked"]
     (checked,) = campaign.events("t1")
     assert checked.payload["verdict"] == "reject"
@@ -136,7 +136,7 @@ def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: Campaign) -
 
     rerun = campaign.outcomes["t3"]
     assert rerun.effective.fingerprint() == failed.effective.fingerprint()
-    assert not rerun.launched
+    assert rerun.result is None
     assert rerun.refusal is not None and rerun.refusal.reason == "failed_rerun"
     assert campaign.kinds("t3") == ["gate_checked", "launch_refused"]
     refused = campaign.events("t3")[-1].payload
@@ -156,7 +156,7 @@ def test_budget_refusal_charges_nothing(campaign: Campaign) -> None:
     for trial, camp in (("t5", CAMPAIGN), ("p1", "poor")):
         out = campaign.outcomes[trial]
         assert out.gate.verdict == "allow"
-        assert not out.launched
+        assert out.result is None
         assert out.refusal is not None and out.refusal.reason == "budget", out.refusal
         assert campaign.kinds(trial, camp) == ["gate_checked", "launch_refused"]
         assert campaign.events(trial, camp)[-1].payload["reason"] == "budget"
