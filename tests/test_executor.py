@@ -126,7 +126,12 @@ def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: Campaign) -
     assert failed.result.status == "failed"
     assert "injected crash" in (failed.result.error or "")
     assert failed.result.device_seconds > 0
-    assert campaign.kinds("t2") == ["gate_checked", "trial_started", "trial_finished"]
+    assert campaign.kinds("t2") == [
+        "gate_checked",
+        "trial_started",
+        "trial_launched",
+        "trial_finished",
+    ]
     finished = campaign.events("t2")[-1].payload
     assert finished["status"] == "failed"
     assert finished["released_at"] > finished["allocated_at"]
