@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER)
         if name == "show":
             p.add_argument("--campaign")
+
+    pr = sub.add_parser("pr", help="pull requests of the local forge (WORKDIR/forge)")
+    pr_sub = pr.add_subparsers(dest="pr_command", required=True)
+    pr_list = pr_sub.add_parser("list", help="every pull request, its state and checks")
+    pr_show = pr_sub.add_parser("show", help="one pull request: body, diff, checks, comments")
+    pr_show.add_argument("number", type=int)
+    for p in (pr_list, pr_show):
+        p.add_argument("--workdir", type=Path, default=Path("."), help="default: .")
     return parser
 
 
@@ -91,6 +99,12 @@ def dispatch(args: argparse.Namespace) -> int:
         return gate_check(
             args.baseline, args.candidate, as_json=args.as_json, registry_dir=args.registry
         )
+    if args.command == "pr":
+        from bot.commands.pr import pr_list, pr_show
+
+        if args.pr_command == "list":
+            return pr_list(args.workdir)
+        return pr_show(args.workdir, args.number)
     from bot.commands.ledger import ledger_show, ledger_verify
 
     if args.ledger_command == "verify":

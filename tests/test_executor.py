@@ -152,7 +152,12 @@ def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: Campaign) -
     changed = campaign.outcomes["t4"]
     assert changed.effective.fingerprint() != failed.effective.fingerprint()
     assert changed.result is not None and changed.result.status == "ok"
-    assert campaign.kinds("t4") == ["gate_checked", "trial_started", "trial_finished"]
+    assert campaign.kinds("t4") == [
+        "gate_checked",
+        "trial_started",
+        "trial_launched",
+        "trial_finished",
+    ]
     # and it trained the baseline's model: the post-launch gate passes it
     assert changed.post is not None and changed.post.passed, changed.post
 
