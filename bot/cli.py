@@ -34,6 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     demo.add_argument("--budget", type=float, default=0.1, help="device-hours")
 
+    tune = sub.add_parser("tune", help="run a tuning campaign (or --resume one)")
+    tune.add_argument("recipe", type=Path, nargs="?")
+    tune.add_argument("--budget", type=float, help="device-hours the campaign may spend")
+    tune.add_argument("--agent", default="rules", help="who proposes candidates (rules)")
+    tune.add_argument("--workdir", type=Path, help="default: runs/tune-<recipe>-<time>")
+    tune.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR")
+    tune.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    tune.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
+    tune.add_argument("--max-trials", type=int, default=20, help="candidates at most")
+    tune.add_argument("--calibration-runs", type=int, default=5, help="baseline runs (>= 5)")
+
+    report = sub.add_parser("report", help="rebuild a campaign's report from its ledger")
+    report.add_argument("workdir", type=Path)
+
     bench = sub.add_parser("bench", help="run one benchmark trial of a recipe")
     bench.add_argument("recipe", type=Path)
     bench.add_argument("--steps", type=int, default=DEFAULT_STEPS)
@@ -81,6 +95,26 @@ def dispatch(args: argparse.Namespace) -> int:
             warmup=args.warmup,
             budget_hours=args.budget,
         )
+    if args.command == "tune":
+        from bot.commands.tune import tune
+
+        if args.calibration_runs < 5:
+            raise AttuneError(f"--calibration-runs must be at least 5, got {args.calibration_runs}")
+        return tune(
+            args.recipe,
+            budget_hours=args.budget,
+            agent=args.agent,
+            workdir=args.workdir,
+            resume=args.resume,
+            steps=args.steps,
+            warmup=args.warmup,
+            max_trials=args.max_trials,
+            calibration_runs=args.calibration_runs,
+        )
+    if args.command == "report":
+        from bot.commands.tune import report
+
+        return report(args.workdir)
     if args.command == "bench":
         from bot.commands.bench import bench
 

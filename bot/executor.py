@@ -141,6 +141,8 @@ class LocalExecutor:
             effective=effective,
             backend=self.backend,
         )
+        # beside the run too, for a bot killed before the handle reached the ledger
+        Path(launch.handle.workdir, "launch.json").write_text(launch.model_dump_json())
         self.ledger.append(
             self.campaign, "trial_launched", {"trial": trial, **launch.model_dump(mode="json")}
         )

@@ -7,11 +7,14 @@ without touching ``bot/campaign.py``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from gate.models import ProfileBreakdown
 from runners.adapter import LaunchSpec
 from runners.local import RunHandle, RunOutcome
 
@@ -131,7 +134,9 @@ class Proposal(BaseModel):
 
     @property
     def title(self) -> str:
-        moves = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in self.changes.items())
+        moves = ", ".join(
+            f"{k}: {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in self.changes.items()
+        )
         return f"attune: {moves}"
 
 
@@ -143,3 +148,53 @@ class Stop(BaseModel):
     reason: Literal["budget", "exhausted", "max_trials"]
     evidence: list[str]
     """What was considered and why nothing is left (one line per lever option)."""
+
+
+class HistoryItem(BaseModel):
+    """What became of one earlier proposal."""
+
+    trial: str
+    changes: dict[str, tuple[object, object]]
+    status: str | None
+    """Run status (ok, failed, oom, timeout, nan); None when never launched."""
+    decision: str | None
+    """merge or close."""
+    gain: float | None
+    """Relative score change vs the incumbent of its time."""
+    reason: str = ""
+
+
+class AgentView(BaseModel):
+    """What an agent sees: the incumbent, its profile, the history, the budget."""
+
+    framework: str
+    incumbent: str
+    incumbent_values: dict[str, object]
+    """The incumbent's effective configuration."""
+    profile: ProfileBreakdown | None
+    """Latest profile of the incumbent, if any."""
+    history: list[HistoryItem]
+    layout_sources: dict[str, str]
+    """Registry layout keys -> the source line that consumes them."""
+    threshold: float
+    budget_left_s: float
+    forecast_s: float
+    """Device-seconds the next trial is expected to cost."""
+    cores: int
+    """CPU cores (or devices) the machine offers to one trial."""
+
+
+FingerprintOf = Callable[[dict[str, object]], "str | None"]
+"""Effective-config fingerprint of the incumbent with these changes; None when invalid."""
+
+
+class Agent(Protocol):
+    """Proposes the next step of a campaign."""
+
+    name: str
+
+    def decide(
+        self, view: AgentView, fingerprint_of: FingerprintOf, tried: set[str]
+    ) -> Proposal | ProfileRequest | Stop:
+        """One lever (or coupled split), a profile request, or a stop with evidence.
+        ``tried`` holds the fingerprints of every configuration already launched."""

@@ -105,3 +105,118 @@ def cost_line(cost: CampaignCost) -> str:
         f"{cost.trials} trial(s) ({statuses}): {cost.device_seconds:.1f} device-seconds = "
         f"{cost.device_hours:.4f} GPU-hours{budget}"
     )
+
+
+# --- pull request and comment text (the forge renders the marker as a hidden comment) ---
+
+COST_MARKER = "attune:cost"
+CAMPAIGN_MARKER = "attune:campaign"
+
+CANDIDATE_BODY = """\
+## Hypothesis
+
+- **Bottleneck:** {bottleneck}
+- **Mechanism:** {mechanism}
+- **Expected gain:** +{expected_gain_pct:.0f}% tokens/s/device
+- **Lever:** {lever}{coupled}
+- **Source read:** {sources}
+
+## Change
+
+| key | incumbent | candidate |
+|---|---|---|
+{rows}
+
+Campaign `{campaign}`, trial `{trial}`. The pre-launch gate runs as the `attune/gate` check;
+the benchmark and the post-launch gate follow only if it passes.
+"""
+
+COST_COMMENT = """\
+**Cost of this trial:** {trial_s:.1f} device-seconds ({trial_h:.4f} GPU-hours), status `{status}`.
+**Campaign so far:** {spent_h:.4f} of {budget_h:.4f} GPU-hours spent, {left_h:.4f} left.
+"""
+
+CAMPAIGN_COMMENT = """\
+## attune campaign `{campaign}`
+
+{status_line}
+
+**Noise model:** {noise}
+
+| trial | PR | lever | score (tokens/s/device) | vs incumbent | decision | device-s |
+|---|---|---|---|---|---|---|
+{rows}
+
+**Budget:** {spent_h:.4f} of {budget_h:.4f} GPU-hours spent, {left_h:.4f} left.
+"""
+
+
+def candidate_body(proposal: dict[str, Any], *, campaign: str) -> str:
+    rows = "\n".join(
+        f"| `{k}` | `{_value(a)}` | `{_value(b)}` |" for k, (a, b) in proposal["changes"].items()
+    )
+    return CANDIDATE_BODY.format(
+        bottleneck=proposal["bottleneck"],
+        mechanism=proposal["mechanism"],
+        expected_gain_pct=proposal["expected_gain_pct"],
+        lever=", ".join(f"`{k}`" for k in proposal["lever"]),
+        coupled=" (one coupled parallel split)" if proposal["coupled"] else "",
+        sources=", ".join(f"`{s}`" for s in proposal["sources"]),
+        rows=rows,
+        campaign=campaign,
+        trial=proposal["trial"],
+    )
+
+
+def gate_summary(report: GateReport) -> str:
+    lines = [
+        f"Verdict: **{report.verdict}**",
+        "",
+        "| key | baseline | candidate | class | source |",
+    ]
+    lines.append("|---|---|---|---|---|")
+    for f in report.findings:
+        derived = " (derived)" if f.derived else ""
+        lines.append(
+            f"| `{f.key}`{derived} | `{_value(f.baseline)}` | `{_value(f.candidate)}` "
+            f"| {f.key_class} | `{f.source}` |"
+        )
+    return "\n".join(lines)
+
+
+def cost_comment(*, trial_s: float, status: str, spent_s: float, budget_h: float) -> str:
+    spent_h = spent_s / 3600
+    return COST_COMMENT.format(
+        trial_s=trial_s,
+        trial_h=trial_s / 3600,
+        status=status,
+        spent_h=spent_h,
+        budget_h=budget_h,
+        left_h=max(0.0, budget_h - spent_h),
+    )
+
+
+def campaign_comment(
+    *,
+    campaign: str,
+    status_line: str,
+    noise: NoiseModel | None,
+    rows: list[tuple[str, str, str, str, str, str, str]],
+    spent_s: float,
+    budget_h: float,
+) -> str:
+    spent_h = spent_s / 3600
+    return CAMPAIGN_COMMENT.format(
+        campaign=campaign,
+        status_line=status_line,
+        noise=(
+            f"{noise.runs} runs, mean {noise.mean:,.0f} tokens/s/device, cv {noise.cv:.2%}, "
+            f"threshold {noise.threshold:.2%}"
+            if noise
+            else "calibrating"
+        ),
+        rows="\n".join("| " + " | ".join(r) + " |" for r in rows) or "| - | | | | | | |",
+        spent_h=spent_h,
+        budget_h=budget_h,
+        left_h=max(0.0, budget_h - spent_h),
+    )

@@ -9,24 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from bot.report_plot import render_plot
+from bot.report_plot import render_plot as render_plot  # re-exported: part of this API
 from gate.budget import trial_charge
 from gate.ledger import LedgerEvent
 from gate.models import NoiseModel
 
-__all__ = [
-    "CampaignReport",
-    "CandidateRow",
-    "Hypothesis",
-    "IncumbentStep",
-    "RunRow",
-    "build_report",
-    "render_markdown",
-    "render_plot",
-    "write_report",
-]
-
 NO_CHANGE = "no change merged"
+_PROFILE_PARTS = ("compute", "communication", "cpu", "idle")
 
 
 class Hypothesis(BaseModel):
@@ -42,7 +31,6 @@ class CandidateRow(BaseModel):
     """One candidate trial, from proposal to decision."""
 
     trial: str
-    title: str = ""
     pr: int | None = None
     lever: str = ""
     """Lever keys joined with `` + ``."""
@@ -151,17 +139,6 @@ def _role(trial: str, started: dict[str, str]) -> str:
     return "candidate" if trial[:1] == "c" and trial[1:].isdigit() else "other"
 
 
-def _recipe_diff(path: str, before: str, after: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(),
-        after.splitlines(),
-        fromfile=f"baseline/{path}",
-        tofile=f"tuned/{path}",
-        lineterm="",
-    )
-    return "\n".join(lines)
-
-
 def build_report(events: list[LedgerEvent]) -> CampaignReport:
     """Fold the events of one campaign into its report; pure, and tolerant of a partial ledger."""
     report = CampaignReport(campaign=events[0].campaign if events else "")
@@ -221,15 +198,17 @@ def build_report(events: list[LedgerEvent]) -> CampaignReport:
         tuned = cands[merged[-1]].recipe_text
         base = opened.get("recipe_text")
         if tuned is not None and base is not None:
-            path = str(opened.get("recipe_path") or "recipe.yaml")
-            report.recipe_diff = _recipe_diff(path, str(base), tuned)
+            path = opened.get("recipe_path") or "recipe.yaml"
+            lines = difflib.unified_diff(
+                str(base).splitlines(), tuned.splitlines(), f"baseline/{path}", f"tuned/{path}"
+            )
+            report.recipe_diff = "\n".join(line.rstrip("\n") for line in lines)
     return report
 
 
 def _fold_candidate(row: CandidateRow, e: LedgerEvent) -> None:
     p = e.payload
     if e.kind == "candidate_proposed":
-        row.title = str(p.get("title") or "")
         row.lever = " + ".join(str(k) for k in p.get("lever") or [])
         row.changes = {str(k): list(v) for k, v in (p.get("changes") or {}).items()}
         row.hypothesis = Hypothesis(
@@ -251,7 +230,8 @@ def _fold_candidate(row: CandidateRow, e: LedgerEvent) -> None:
         row.status, row.score = p.get("status"), _float(p.get("score"))
         row.device_seconds += _charge(e)
     elif e.kind == "trial_judged":
-        row.decision, row.reason, row.gain = p.get("decision"), p.get("reason"), _float(p.get("gain"))
+        row.decision, row.reason = p.get("decision"), p.get("reason")
+        row.gain = _float(p.get("gain"))
         if row.score is None:
             row.score = _float(p.get("score"))
     elif e.kind == "pr_merged":
@@ -260,9 +240,12 @@ def _fold_candidate(row: CandidateRow, e: LedgerEvent) -> None:
         row.closed = True
 
 
-def _cell(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") or "-"
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _cell(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") or "-"
 
 
 def _num(value: float | None, fmt: str = ",.0f") -> str:
@@ -276,13 +259,17 @@ def _hypothesis(h: Hypothesis) -> str:
     return text
 
 
+def _gate(row: CandidateRow) -> str:
+    flagged = [f for f in row.findings if f.get("class") not in ("layout", None)]
+    keys = ", ".join(f"{f.get('key')} ({f.get('class')})" for f in flagged)
+    return f"{row.verdict}: {keys}" if row.verdict and keys else row.verdict or "-"
+
+
 def _decision(row: CandidateRow) -> str:
     why = f": {row.reason}" if row.reason else ""
     outcome = row.outcome
     if outcome == "rejected":
-        blocking = [f for f in row.findings if f.get("class") not in ("layout", None)]
-        keys = ", ".join(f"{f.get('key')} ({f.get('class')})" for f in blocking)
-        return "rejected by gate" + (f": {keys}" if keys else "")
+        return "rejected by gate, not run"
     if outcome == "refused":
         return f"refused ({row.refusal_reason}): {row.refusal}"
     if outcome == "failed":
@@ -325,11 +312,11 @@ def render_markdown(report: CampaignReport) -> str:
         "|---|---|---|---|---|---:|---:|---|---:|",
     ]
     for c in r.candidates:
-        changes = "; ".join(f"{k}: {_cell(v[0])} -> {_cell(v[-1])}" for k, v in c.changes.items())
-        lever = f"{c.lever} ({changes})" if changes else c.lever
+        changes = "; ".join(f"{k}: " + " -> ".join(map(_value, v)) for k, v in c.changes.items())
+        lever = changes if c.lever == " + ".join(c.changes) else f"{c.lever} ({changes})"
         score = _num(c.score) if c.score is not None else (c.status or "-")
         cells = [c.trial, f"#{c.pr}" if c.pr is not None else "-", lever, _hypothesis(c.hypothesis)]
-        cells += [c.verdict or "-", score, _num(c.gain, "+.2%"), _decision(c)]
+        cells += [_gate(c), score, _num(c.gain, "+.2%"), _decision(c)]
         out.append("| " + " | ".join(_cell(x) for x in [*cells, f"{c.device_seconds:.1f}"]) + " |")
     sourced = [c for c in r.candidates if c.hypothesis.sources]
     if sourced:
@@ -340,8 +327,7 @@ def render_markdown(report: CampaignReport) -> str:
     out += ["|---|---|---|---:|---|---:|"]
     for run in r.runs:
         prof = run.profile or {}
-        parts = [f"{k} {_float(prof.get(k)) or 0:.0%}" for k in ("compute", "communication")]
-        parts += [f"{k} {_float(prof.get(k)) or 0:.0%}" for k in ("cpu", "idle")]
+        parts = [f"{k} {_float(prof.get(k)) or 0:.0%}" for k in _PROFILE_PARTS]
         cells = [run.trial, run.role, run.status or "running", _num(run.score)]
         cells += [", ".join(parts) if prof else "-", f"{run.device_seconds:.1f}"]
         out.append("| " + " | ".join(_cell(x) for x in cells) + " |")

@@ -9,14 +9,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # before pyplot can be imported anywhere: no display, same pixels everywhere
 
-from matplotlib import style  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib import style
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
     from bot.report import CampaignReport
 
-FIGSIZE = (10.0, 5.5)
+FIGSIZE = (12.0, 5.5)
 DPI = 100
 
 # role or candidate outcome -> (label, marker, colour, size); None marks "no score: axis bottom"
@@ -50,7 +50,7 @@ def render_plot(report: CampaignReport, path: Path) -> None:
     points = _points(report)
     xs = list(range(1, len(points) + 1))
     with style.context("default"):
-        fig = Figure(figsize=FIGSIZE, dpi=DPI)
+        fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         bottom = ax.get_xaxis_transform()  # x in data, y in axes fraction
@@ -99,13 +99,14 @@ def render_plot(report: CampaignReport, path: Path) -> None:
         for p in points:
             total += p[3]
             cumulative.append(total)
-        cost.step(xs, cumulative, where="post", color="#555555", ls="--", lw=1, label="device-s")
+        ends = [*xs, xs[-1] + 0.5] if xs else []
+        cumulative += cumulative[-1:]
+        cost.step(ends, cumulative, where="post", color="#555555", ls="--", lw=1, label="device-s")
         cost.set_ylabel("cumulative device-seconds")
         cost.set_ylim(bottom=0)
         handles, labels = ax.get_legend_handles_labels()
         more, more_labels = cost.get_legend_handles_labels()
-        ax.legend(handles + more, labels + more_labels, loc="upper left", fontsize=8)
+        fig.legend(handles + more, labels + more_labels, loc="outside right upper", fontsize=8)
         speed = f", {report.speedup:.2f}x over baseline" if report.speedup is not None else ""
         ax.set_title(f"attune campaign {report.campaign or '-'}{speed}")
-        fig.tight_layout()
         fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})

@@ -17,6 +17,12 @@ def load_recipe(path: Path | str) -> Recipe:
         text = p.read_text()
     except OSError as exc:
         raise AttuneError(f"cannot read recipe ({exc.strerror})", path=str(p)) from exc
+    return parse_recipe(text, path=p)
+
+
+def parse_recipe(text: str, *, path: Path | str) -> Recipe:
+    """Parse recipe ``text``; ``path`` names it in errors and gives the default name."""
+    p = Path(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -1,4 +1,4 @@
-"""``attune pr list|show``: the local forge's pull requests, printed the way a code host shows them."""
+"""``attune pr list|show``: the local forge's pull requests, shown the way a code host does."""
 
 from __future__ import annotations
 
@@ -72,7 +72,9 @@ def pr_show(workdir: Path, number: int) -> int:
     console.print(Text(pr.body))
     console.print()
     if diff.strip():
-        console.print(Syntax(diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default"))
+        console.print(
+            Syntax(diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default")
+        )
     else:
         console.print("(no changes)")
     if pr.checks:
@@ -81,7 +83,9 @@ def pr_show(workdir: Path, number: int) -> int:
             checks.add_column(column)
         for check in pr.checks:
             style = CONCLUSION_STYLE[check.conclusion]
-            checks.add_row(Text(check.name), Text(check.conclusion, style=style), Text(check.summary))
+            checks.add_row(
+                Text(check.name), Text(check.conclusion, style=style), Text(check.summary)
+            )
         console.print(checks)
     for comment in comments:
         console.print()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,7 +37,18 @@ CREATE TABLE comments (
 );
 PRAGMA user_version = {SCHEMA_VERSION};
 """
-_PR_COLUMNS = "number, title, body, base, head, state, labels, head_sha, merged_sha"
+_PR_FIELDS = (
+    "number",
+    "title",
+    "body",
+    "base",
+    "head",
+    "state",
+    "labels",
+    "head_sha",
+    "merged_sha",
+)
+_PR_COLUMNS = ", ".join(_PR_FIELDS)
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "attune",
     "GIT_AUTHOR_EMAIL": "attune@localhost",
@@ -73,7 +85,8 @@ class LocalForge:
             raise ForgeError("no local forge here (pass --workdir DIR)", path=str(self.root))
         self.root.mkdir(parents=True, exist_ok=True)
         if not (self.repo / ".git").is_dir():
-            self._run(["init", "-q", "-b", "main", str(self.repo)], cwd=self.root)
+            self.repo.mkdir(exist_ok=True)
+            self._git("init", "-q", "-b", "main")
         if not self.db_path.exists():
             _create_db(self.db_path)
         self._db = sqlite3.connect(self.db_path, timeout=30.0)
@@ -98,8 +111,11 @@ class LocalForge:
             return existing
         if self._ref(head) is None:
             main = self._ref("main")
-            if main is None or self._blob_at(main, recipe_path) != self._hash(recipe_text):
-                commit = self._commit(main, recipe_path, recipe_text, f"Add {recipe_path}")
+            blob = self._git("hash-object", "--stdin", stdin=recipe_text)
+            if main is None or self._resolve(f"{main}:{recipe_path}") != blob:
+                tree = self._tree(main, recipe_path, recipe_text)
+                parent = ["-p", main] if main is not None else []
+                commit = self._git("commit-tree", tree, *parent, "-m", f"Add {recipe_path}")
                 self._set_ref("main", commit, main)
             self._set_ref(head, self.head_sha("main"), None)
         return self._insert(title, body, "main", head, ["attune"])
@@ -124,7 +140,8 @@ class LocalForge:
         existing = self._by_head(branch)
         if existing is not None:
             return existing
-        self._run(["check-ref-format", "--branch", branch])
+        if self._run(["check-ref-format", "--branch", branch]).returncode != 0:
+            raise ForgeError(f"{branch!r} is not a valid branch name")
         base_sha = self.head_sha(base)
         tree = self._tree(base_sha, recipe_path, recipe_text)
         current = self._ref(branch)
@@ -135,8 +152,8 @@ class LocalForge:
         return self._insert(title, body, base, branch, labels)
 
     def get(self, number: int) -> PullRequest:
-        row = self._db.execute(f"SELECT {_PR_COLUMNS} FROM prs WHERE number = ?", (number,))
-        found = row.fetchone()
+        query = f"SELECT {_PR_COLUMNS} FROM prs WHERE number = ?"
+        found = self._db.execute(query, (number,)).fetchone()
         if found is None:
             raise ForgeError(f"no pull request #{number}", path=str(self.root))
         return self._pull(found)
@@ -147,51 +164,42 @@ class LocalForge:
 
     def set_check(self, number: int, check: CheckResult) -> None:
         self.get(number)
-        with self._db:
-            self._db.execute(
-                "INSERT INTO checks VALUES (?, ?, ?, ?) ON CONFLICT (pr, name) DO UPDATE"
-                " SET conclusion = excluded.conclusion, summary = excluded.summary",
-                (number, check.name, check.conclusion, check.summary),
-            )
+        self._write(
+            "INSERT INTO checks VALUES (?, ?, ?, ?) ON CONFLICT (pr, name) DO UPDATE"
+            " SET conclusion = excluded.conclusion, summary = excluded.summary",
+            (number, check.name, check.conclusion, check.summary),
+        )
 
     def merge(self, number: int, *, expected_base_sha: str) -> str:
         pr = self.get(number)
-        if pr.state == "merged" and pr.merged_sha is not None:
+        if pr.merged_sha is not None:
             return pr.merged_sha
         if pr.state == "closed":
             raise ForgeError(f"pull request #{number} is closed; it cannot be merged")
         base_sha, head_sha = self.head_sha(pr.base), self.head_sha(pr.head)
-        tree = self._git("rev-parse", f"{head_sha}^{{tree}}")
-        message = f"{pr.title} (#{number})"
-        if base_sha != expected_base_sha and not self._is_commit_on(
-            base_sha, expected_base_sha, tree, message
-        ):
-            raise ForgeError(
-                f"pull request #{number}: base moved: expected {expected_base_sha}, found {base_sha}"
-            )
+        tree, message = self._git("rev-parse", f"{head_sha}^{{tree}}"), f"{pr.title} (#{number})"
         if base_sha == expected_base_sha:
-            if not self._is_ancestor(base_sha, head_sha):
+            if self._git("merge-base", base_sha, head_sha) != base_sha:
                 raise ForgeError(
                     f"pull request #{number}: {pr.head} is not based on the head of {pr.base}"
                     f" ({base_sha}); squashing it would revert {pr.base}'s newer commits"
                 )
             merged = self._git("commit-tree", tree, "-p", base_sha, "-m", message)
             self._set_ref(pr.base, merged, base_sha)
-        else:  # merged by an earlier call that stopped before recording it
-            merged = base_sha
-        with self._db:
-            self._db.execute(
-                "UPDATE prs SET state = 'merged', merged_sha = ?, head_sha = ? WHERE number = ?",
-                (merged, head_sha, number),
-            )
+        elif self._is_commit_on(base_sha, expected_base_sha, tree, message):
+            merged = base_sha  # merged by an earlier call that stopped before recording it
+        else:
+            moved = f"expected {expected_base_sha}, found {base_sha}"
+            raise ForgeError(f"pull request #{number}: base moved: {moved}")
+        update = "UPDATE prs SET state = 'merged', merged_sha = ?, head_sha = ? WHERE number = ?"
+        self._write(update, (merged, head_sha, number))
         return merged
 
     def close(self, number: int) -> None:
         pr = self.get(number)
         if pr.state == "merged":
             raise ForgeError(f"pull request #{number} is merged; it cannot be closed")
-        with self._db:
-            self._db.execute("UPDATE prs SET state = 'closed' WHERE number = ?", (number,))
+        self._write("UPDATE prs SET state = 'closed' WHERE number = ?", (number,))
 
     def comment(self, number: int, body: str, *, marker: str | None = None) -> Comment:
         self.get(number)
@@ -199,32 +207,24 @@ class LocalForge:
         name = _marker(marker) if marker is not None else None
         if name is not None and f"<!-- {name} -->" not in body:
             body = f"<!-- {name} -->\n{body}"
-        with self._db:
-            found = None
-            if name is not None:
-                found = self._db.execute(
-                    "SELECT id FROM comments WHERE pr = ? AND marker = ? ORDER BY id LIMIT 1",
-                    (number, name),
-                ).fetchone()
-            if found is not None:
-                cid = int(found[0])
-                self._db.execute(
-                    "UPDATE comments SET body = ?, updated_at = ? WHERE id = ?", (body, now, cid)
-                )
-            else:
-                cur = self._db.execute(
-                    "INSERT INTO comments (pr, body, marker, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (number, body, name, now, now),
-                )
-                cid = int(cur.lastrowid or 0)
+        query = "SELECT id FROM comments WHERE pr = ? AND marker = ? ORDER BY id LIMIT 1"
+        found = self._db.execute(query, (number, name)).fetchone() if name else None
+        if found is not None:
+            cid = int(found[0])
+            update = "UPDATE comments SET body = ?, updated_at = ? WHERE id = ?"
+            self._write(update, (body, now, cid))
+        else:
+            cid = self._write(
+                "INSERT INTO comments (pr, body, marker, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (number, body, name, now, now),
+            )
         return Comment(id=cid, pr=number, body=body, marker=name)
 
     def comments(self, number: int) -> list[Comment]:
         self.get(number)
-        rows = self._db.execute(
-            "SELECT id, body, marker FROM comments WHERE pr = ? ORDER BY id", (number,)
-        ).fetchall()
+        query = "SELECT id, body, marker FROM comments WHERE pr = ? ORDER BY id"
+        rows = self._db.execute(query, (number,)).fetchall()
         return [Comment(id=cid, pr=number, body=body, marker=marker) for cid, body, marker in rows]
 
     def diff(self, number: int) -> str:
@@ -238,73 +238,68 @@ class LocalForge:
 
     # -- records -------------------------------------------------------------------------------
 
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        """Run one statement in its own transaction; return the last inserted row id."""
+        with self._db:
+            return int(self._db.execute(sql, params).lastrowid or 0)
+
     def _by_head(self, head: str) -> PullRequest | None:
-        rows = self._db.execute(
-            f"SELECT {_PR_COLUMNS} FROM prs WHERE head = ? ORDER BY number DESC LIMIT 1", (head,)
-        ).fetchone()
-        return None if rows is None else self._pull(rows)
+        query = f"SELECT {_PR_COLUMNS} FROM prs WHERE head = ? ORDER BY number DESC LIMIT 1"
+        row = self._db.execute(query, (head,)).fetchone()
+        return None if row is None else self._pull(row)
 
     def _insert(
         self, title: str, body: str, base: str, head: str, labels: list[str]
     ) -> PullRequest:
-        with self._db:
-            cur = self._db.execute(
-                "INSERT INTO prs (title, body, base, head, state, labels, head_sha, created_at)"
-                " VALUES (?, ?, ?, ?, 'open', ?, ?, ?)",
-                (title, body, base, head, json.dumps(labels), self.head_sha(head), time.time()),
-            )
-        return self.get(int(cur.lastrowid or 0))
+        number = self._write(
+            "INSERT INTO prs (title, body, base, head, state, labels, head_sha, created_at)"
+            " VALUES (?, ?, ?, ?, 'open', ?, ?, ?)",
+            (title, body, base, head, json.dumps(labels), self.head_sha(head), time.time()),
+        )
+        return self.get(number)
 
     def _pull(self, row: tuple[Any, ...]) -> PullRequest:
-        number, title, body, base, head, state, labels, head_sha, merged_sha = row
-        checks = self._db.execute(
-            "SELECT name, conclusion, summary FROM checks WHERE pr = ? ORDER BY rowid", (number,)
-        ).fetchall()
-        return PullRequest(
-            number=number,
-            title=title,
-            body=body,
-            base=base,
-            head=head,
-            state=state,
-            labels=json.loads(labels),
-            checks=[CheckResult(name=n, conclusion=c, summary=s) for n, c, s in checks],
-            head_sha=self._ref(head) or head_sha,
-            merged_sha=merged_sha,
-        )
+        """A record as shown: its checks, and the branch's current head while the branch exists."""
+        pr = dict(zip(_PR_FIELDS, row, strict=True))
+        query = "SELECT name, conclusion, summary FROM checks WHERE pr = ? ORDER BY rowid"
+        checks = self._db.execute(query, (pr["number"],)).fetchall()
+        pr["checks"] = [CheckResult(name=n, conclusion=c, summary=s) for n, c, s in checks]
+        pr["labels"] = json.loads(pr["labels"])
+        pr["head_sha"] = self._ref(pr["head"]) or pr["head_sha"]
+        return PullRequest(**pr)
 
     # -- git -----------------------------------------------------------------------------------
 
     def _run(
-        self, args: list[str], *, cwd: Path | None = None, stdin: str | None = None, **env: str
+        self, args: list[str], *, stdin: str | None = None, index: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        full = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        full.update(_IDENTITY, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LC_ALL="C")
-        if cwd is None:  # never let git discover an enclosing repository
-            full.update(GIT_DIR=str(self.repo / ".git"), GIT_WORK_TREE=str(self.repo))
-        full.update(env)
+        # the inherited GIT_* (a hook's GIT_DIR, GIT_INDEX_FILE) and user config never apply;
+        # GIT_DIR is always set, so git cannot discover an enclosing repository
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(_IDENTITY, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LC_ALL="C")
+        env.update(GIT_DIR=str(self.repo / ".git"), GIT_WORK_TREE=str(self.repo))
+        if index is not None:
+            env["GIT_INDEX_FILE"] = index
         cmd = ["git", "-c", "commit.gpgsign=false", *args]
         return subprocess.run(
-            cmd, cwd=cwd or self.repo, env=full, input=stdin, capture_output=True, text=True
+            cmd, cwd=self.repo, env=env, input=stdin, capture_output=True, text=True
         )
 
-    def _git(self, *args: str, stdin: str | None = None, strip: bool = True, **env: str) -> str:
-        proc = self._run(list(args), stdin=stdin, **env)
+    def _git(
+        self, *args: str, stdin: str | None = None, index: str | None = None, strip: bool = True
+    ) -> str:
+        proc = self._run(list(args), stdin=stdin, index=index)
         if proc.returncode != 0:
             stderr = "; ".join(line for line in proc.stderr.splitlines() if line.strip())
             raise ForgeError(f"`git {' '.join(args)}` failed (exit {proc.returncode}): {stderr}")
         return proc.stdout.strip() if strip else proc.stdout
 
+    def _resolve(self, rev: str) -> str | None:
+        proc = self._run(["rev-parse", "--verify", "--quiet", rev])
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
     def _ref(self, branch: str) -> str | None:
-        proc = self._run(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"])
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    def _hash(self, text: str) -> str:
-        return self._git("hash-object", "--stdin", stdin=text)
-
-    def _blob_at(self, commit: str, path: str) -> str | None:
-        proc = self._run(["rev-parse", "--verify", "--quiet", f"{commit}:{path}"])
-        return proc.stdout.strip() if proc.returncode == 0 else None
+        return self._resolve(f"refs/heads/{branch}^{{commit}}")
 
     def _tree(self, parent: str | None, path: str, text: str) -> str:
         """The tree of ``parent`` with ``path`` holding ``text``; built in a temporary index."""
@@ -315,28 +310,19 @@ class LocalForge:
         with tempfile.TemporaryDirectory(prefix="attune-index-") as tmp:
             index = str(Path(tmp) / "index")
             if parent is not None:
-                self._git("read-tree", parent, GIT_INDEX_FILE=index)
+                self._git("read-tree", parent, index=index)
             info = f"100644,{blob},{pure.as_posix()}"
-            self._git("update-index", "--add", "--cacheinfo", info, GIT_INDEX_FILE=index)
-            return self._git("write-tree", GIT_INDEX_FILE=index)
+            self._git("update-index", "--add", "--cacheinfo", info, index=index)
+            return self._git("write-tree", index=index)
 
-    def _commit(self, parent: str | None, path: str, text: str, message: str) -> str:
-        tree = self._tree(parent, path, text)
-        parents = ["-p", parent] if parent is not None else []
-        return self._git("commit-tree", tree, *parents, "-m", message)
-
-    def _is_commit_on(self, commit: str, parent: str, tree: str, message: str | None = None) -> bool:
+    def _is_commit_on(
+        self, commit: str, parent: str, tree: str, message: str | None = None
+    ) -> bool:
         """Whether ``commit`` is one commit on top of ``parent`` with ``tree`` (and message)."""
         fmt = self._git("log", "-1", "--format=%P%n%T%n%B", commit).split("\n", 2)
         parents, got_tree, body = fmt[0], fmt[1], fmt[2] if len(fmt) > 2 else ""
         same = parents == parent and got_tree == tree
         return same and (message is None or body.strip() == message)
-
-    def _is_ancestor(self, ancestor: str, commit: str) -> bool:
-        proc = self._run(["merge-base", "--is-ancestor", ancestor, commit])
-        if proc.returncode > 1:
-            raise ForgeError(f"`git merge-base` failed: {proc.stderr.strip()}")
-        return proc.returncode == 0
 
     def _set_ref(self, branch: str, new: str, old: str | None) -> None:
         """Move ``branch`` from ``old`` (None: must not exist) to ``new``, atomically."""
@@ -353,16 +339,8 @@ class LocalForge:
 
 def _create_db(path: Path) -> None:
     """Build the schema in a temporary file and move it in, so a crash leaves no half schema."""
-    fd, tmp = tempfile.mkstemp(prefix=".forge-", suffix=".db", dir=path.parent)
-    os.close(fd)
-    try:
-        con = sqlite3.connect(tmp)
-        try:
-            con.executescript(_SCHEMA)
-            con.execute("PRAGMA journal_mode = WAL")
-        finally:
-            con.close()
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    tmp.unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(tmp)) as con:
+        con.executescript(_SCHEMA)
+    os.replace(tmp, path)

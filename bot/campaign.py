@@ -1,0 +1,428 @@
+"""The campaign state machine: calibrate, then propose -> PR -> gate -> bench -> judge ->
+merge or close -> cost comments, until the agent stops; every transition is a ledger event
+first. Written against Forge, Executor and Agent, so GitHub mode plugs in unchanged.
+
+The campaign keeps no state of its own: each step folds the ledger (``campaign_state.fold``)
+and does the next missing thing, so a bot killed anywhere resumes by running again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Protocol
+
+from bot import render
+from bot.campaign_state import CampaignState, TrialRecord, fold
+from bot.executor import LocalExecutor, Role
+from bot.interfaces import (
+    Agent,
+    AgentView,
+    CheckResult,
+    Forge,
+    HistoryItem,
+    ProfileRequest,
+    Proposal,
+    Stop,
+)
+from bot.recipe_edit import apply_changes
+from gate import noise, postlaunch
+from gate.errors import AttuneError
+from gate.ledger import Ledger
+from gate.models import EffectiveConfig, Recipe, TrialResult
+from gate.recipe import parse_recipe
+from gate.registry import Registry
+from runners.bench import Launch
+
+
+class Progress(Protocol):
+    """Where the campaign reports what it is doing (a live display, a log, nothing)."""
+
+    def update(self, state: CampaignState, phase: str, detail: str = "") -> None: ...
+
+
+class QuietProgress:
+    def update(self, state: CampaignState, phase: str, detail: str = "") -> None:
+        return None
+
+
+class Campaign:
+    def __init__(
+        self,
+        *,
+        name: str,
+        ledger: Ledger,
+        forge: Forge,
+        executor: LocalExecutor,
+        agent: Agent,
+        registry: Registry,
+        progress: Progress | None = None,
+        cores: int | None = None,
+    ) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.forge = forge
+        self.executor = executor
+        self.agent = agent
+        self.registry = registry
+        self.progress = progress or QuietProgress()
+        self.cores = cores or os.cpu_count() or 1
+
+    # --- state ---
+
+    def state(self) -> CampaignState:
+        return fold(self.name, self.ledger.events(self.name))
+
+    def _params(self, state: CampaignState) -> Any:
+        if state.params is None:
+            raise AttuneError(f"campaign {self.name!r} has no campaign_opened event")
+        return state.params
+
+    def recipe(self, text: str, trial: str) -> Recipe:
+        params = self._params(self.state())
+        recipe = parse_recipe(text, path=f"{params.recipe_path}@{trial}")
+        return recipe.model_copy(update={"name": f"{params.baseline}@{trial}"})
+
+    def baseline_effective(self, state: CampaignState) -> EffectiveConfig:
+        return self.executor.resolve(self.recipe(self._params(state).recipe_text, "baseline"))
+
+    # --- the loop ---
+
+    def run(self) -> CampaignState:
+        """Run (or resume) until the campaign has stopped; returns the final state."""
+        state = self.state()
+        params = self._params(state)
+        if state.tuned_pr is None:
+            pr = self.forge.open_tuned(
+                params.recipe_path,
+                params.recipe_text,
+                f"Tune {params.baseline}",
+                f"Recipe `{params.recipe_path}` as written; attune campaign `{self.name}`.",
+            )
+            self.ledger.append(
+                self.name,
+                "forge_ready",
+                {"tuned_pr": pr.number, "tuned_branch": pr.head, "base_sha": pr.head_sha},
+            )
+        self.reconcile()
+        self.calibrate()
+        while True:
+            state = self.state()
+            if state.stopped is not None:
+                break
+            pending = [t for t in state.candidates if not t.done]
+            if pending:
+                self.advance(pending[0].trial)
+                continue
+            self.step(state)
+        return self.state()
+
+    def reconcile(self) -> None:
+        """Settle launches an earlier bot started and never saw finish."""
+        for record in self.state().trials.values():
+            if not record.pending_launch:
+                continue
+            trial_dir = self.executor.workdir / "trials" / record.trial
+            launch_payload = record.launch
+            if launch_payload is None and (trial_dir / "launch.json").exists():
+                # killed between the launch and its ledger record: record it now
+                launch_payload = json.loads((trial_dir / "launch.json").read_text())
+                self.ledger.append(
+                    self.name, "trial_launched", {"trial": record.trial, **launch_payload}
+                )
+            if launch_payload is None:
+                self.ledger.append(
+                    self.name,
+                    "trial_abandoned",
+                    {"trial": record.trial, "reason": "the bot stopped before launching it"},
+                )
+                continue
+            launch = Launch.model_validate(
+                {k: v for k, v in launch_payload.items() if k != "trial"}
+            )
+            self.progress.update(self.state(), "reconcile", f"waiting for {record.trial}")
+            self.executor.finish(record.trial, launch, reconciled=True)
+
+    def _bench(self, trial: str, role: Role, recipe: Recipe, *, profile: bool = False) -> bool:
+        """Admit, launch and finish one non-candidate run; False when refused."""
+        effective = self.executor.resolve(recipe)
+        if self.executor.admit(trial, effective) is not None:
+            return False
+        launch = self.executor.launch(trial, role, recipe, effective, profile=profile)
+        self.executor.finish(trial, launch)
+        return True
+
+    def calibrate(self) -> None:
+        state = self.state()
+        params = self._params(state)
+        baseline = self.recipe(params.recipe_text, "baseline")
+        while state.noise is None:
+            done = [t for t in state.role_trials("calibration") if t.finished]
+            failed = [t for t in done if t.finished and t.finished["status"] != "ok"]
+            if failed:
+                error = failed[0].finished["error"] if failed[0].finished else ""
+                self.stop("baseline_failed", [f"{failed[0].trial}: {error}"])
+                raise AttuneError(f"the baseline does not run: {error}", path=params.recipe_path)
+            if len(done) >= params.calibration_runs:
+                model = noise.calibrate(state.calibration_scores)
+                self.ledger.append(
+                    self.name,
+                    "noise_calibrated",
+                    {**model.model_dump(), "scores": state.calibration_scores},
+                )
+                self.update_campaign_comment()
+                return
+            trial = f"baseline-{len(done) + 1}"
+            self.progress.update(state, "calibrate", f"{trial} of {params.calibration_runs}")
+            if not self._bench(trial, "calibration", baseline):
+                self.stop("budget", ["the budget cannot cover the calibration runs"])
+                raise AttuneError("the budget cannot cover the calibration runs")
+            state = self.state()
+
+    def step(self, state: CampaignState) -> None:
+        """Ask the agent for the next move and start it."""
+        params = self._params(state)
+        if len(state.candidates) >= params.max_trials:
+            self.stop("max_trials", [f"{params.max_trials} candidates tried"])
+            return
+        view = self.view(state)
+        self.progress.update(state, "propose", "asking the agent")
+        decision = self.agent.decide(view, self.fingerprint_of(state), self.tried(state))
+        if isinstance(decision, Stop):
+            self.stop(decision.reason, decision.evidence)
+        elif isinstance(decision, ProfileRequest):
+            trial = f"profile-{len(state.role_trials('profile')) + 1}"
+            self.ledger.append(
+                self.name,
+                "profile_requested",
+                {"trial": trial, "reason": decision.reason, "incumbent": state.incumbent},
+            )
+            self.progress.update(self.state(), "profile", decision.reason)
+            recipe = self.recipe(state.incumbent_recipe_text, trial)
+            if not self._bench(trial, "profile", recipe, profile=True):
+                self.stop("budget", ["the budget cannot cover a profile run"])
+        else:
+            self.propose(state, decision)
+
+    def propose(self, state: CampaignState, proposal: Proposal) -> None:
+        n = len(state.candidates) + 1
+        trial = f"c{n}"
+        text = apply_changes(
+            state.incumbent_recipe_text, {k: new for k, (_, new) in proposal.changes.items()}
+        )
+        self.ledger.append(
+            self.name,
+            "candidate_proposed",
+            {
+                "trial": trial,
+                "n": n,
+                "title": proposal.title,
+                **proposal.model_dump(mode="json"),
+                "recipe_text": text,
+            },
+        )
+
+    def advance(self, trial: str) -> None:
+        """Do the next missing step for one candidate."""
+        state = self.state()
+        params = self._params(state)
+        record = state.trials[trial]
+        proposal = record.proposal
+        assert proposal is not None and state.tuned_branch is not None
+        recipe = self.recipe(proposal["recipe_text"], trial)
+        self.progress.update(state, f"trial {trial}", proposal["title"])
+        if record.pr is None:
+            pr = self.forge.open_candidate(
+                branch=f"attune/{self.name}/{proposal['n']}",
+                base=state.tuned_branch,
+                recipe_path=params.recipe_path,
+                recipe_text=proposal["recipe_text"],
+                title=proposal["title"],
+                body=render.candidate_body(proposal, campaign=self.name),
+                labels=["attune", "attune:candidate"],
+            )
+            self.ledger.append(
+                self.name,
+                "pr_opened",
+                {"trial": trial, "pr": pr.number, "branch": pr.head, "head_sha": pr.head_sha},
+            )
+            return
+        if record.gate_verdict is None:
+            _, report = self.executor.gate(trial, recipe, baseline=self.baseline_effective(state))
+            self.forge.set_check(
+                record.pr,
+                CheckResult(
+                    name="attune/gate",
+                    conclusion="failure" if report.verdict == "reject" else "success",
+                    summary=render.gate_summary(report),
+                ),
+            )
+            return
+        if record.judged is None:
+            self.judge(state, record, recipe)
+            return
+        self.settle(state, record)
+
+    def judge(self, state: CampaignState, record: TrialRecord, recipe: Recipe) -> None:
+        trial = record.trial
+        verdict: dict[str, Any] = {"trial": trial, "score": None, "gain": None}
+        verdict["incumbent_score"] = state.incumbent_score
+        verdict["threshold"] = state.noise.threshold if state.noise else None
+        if record.gate_verdict == "reject":
+            verdict.update(decision="close", reason="the pre-launch gate rejected it")
+        elif record.refused is not None:
+            verdict.update(decision="close", reason=record.refused["message"])
+        elif record.finished is None:
+            effective = self.executor.resolve(recipe)
+            if self.executor.admit(trial, effective) is None:
+                launch = self.executor.launch(trial, "candidate", recipe, effective)
+                self.executor.finish(trial, launch)
+            return
+        else:
+            result = self._result(record)
+            baseline_loss = state.baseline_step1_loss
+            assert baseline_loss is not None and state.noise and state.incumbent_score
+            post = postlaunch.check(result, baseline_step1_loss=baseline_loss)
+            verdict.update(post_passed=post.passed, post_reasons=post.reasons)
+            if not post.passed:
+                verdict.update(decision="close", reason="; ".join(post.reasons))
+            else:
+                score = float(result.score or 0.0)
+                gain = noise.relative_gain(score, state.incumbent_score)
+                verdict.update(score=score, gain=gain)
+                if noise.beats(score, state.incumbent_score, state.noise):
+                    reason = f"{gain:+.1%} beats the {state.noise.threshold:.1%} threshold"
+                    verdict.update(decision="merge", reason=reason)
+                else:
+                    reason = f"{gain:+.1%} is within the {state.noise.threshold:.1%} threshold"
+                    verdict.update(decision="close", reason=reason)
+        self.ledger.append(self.name, "trial_judged", verdict)
+
+    def _result(self, record: TrialRecord) -> TrialResult:
+        path = self.executor.workdir / "trials" / record.trial / "result.json"
+        return TrialResult.model_validate_json(path.read_text())
+
+    def settle(self, state: CampaignState, record: TrialRecord) -> None:
+        """Carry out the judged decision on the forge, then the cost comments."""
+        assert record.judged is not None and record.pr is not None
+        if record.judged["decision"] == "merge":
+            assert state.pinned_sha is not None
+            sha = self.forge.merge(record.pr, expected_base_sha=state.pinned_sha)
+            self.ledger.append(
+                self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
+            )
+        else:
+            self.forge.comment(record.pr, f"Closing: {record.judged['reason']}.")
+            self.forge.close(record.pr)
+            self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
+        state = self.state()
+        params = self._params(state)
+        finished = state.trials[record.trial].finished
+        self.forge.comment(
+            record.pr,
+            render.cost_comment(
+                trial_s=float(finished["device_seconds"]) if finished else 0.0,
+                status=finished["status"] if finished else "not launched",
+                spent_s=state.spent_device_seconds,
+                budget_h=params.budget_device_hours,
+            ),
+            marker=render.COST_MARKER,
+        )
+        self.update_campaign_comment()
+
+    def stop(self, reason: str, evidence: list[str]) -> None:
+        self.ledger.append(self.name, "campaign_stopped", {"reason": reason, "evidence": evidence})
+        self.update_campaign_comment()
+
+    def update_campaign_comment(self) -> None:
+        """The ONE campaign comment on the tuned pull request, edited in place."""
+        state = self.state()
+        params = self._params(state)
+        if state.tuned_pr is None:
+            return
+        rows = []
+        for t in state.candidates:
+            judged, finished = t.judged or {}, t.finished or {}
+            score, gain = judged.get("score"), judged.get("gain")
+            rows.append(
+                (
+                    t.trial,
+                    f"#{t.pr}" if t.pr else "-",
+                    (t.proposal or {}).get("title", "").removeprefix("attune: "),
+                    f"{score:,.0f}" if score else "-",
+                    f"{gain:+.1%}" if gain is not None else "-",
+                    judged.get("decision", "pending"),
+                    f"{finished.get('device_seconds', 0.0):.1f}",
+                )
+            )
+        status = f"Stopped ({state.stopped['reason']})." if state.stopped else "Running."
+        best = state.incumbent_score
+        if best and state.noise:
+            status += (
+                f" Incumbent `{state.incumbent}`: {best / state.noise.mean:.2f}x the baseline."
+            )
+        self.forge.comment(
+            state.tuned_pr,
+            render.campaign_comment(
+                campaign=self.name,
+                status_line=status,
+                noise=state.noise,
+                rows=rows,
+                spent_s=state.spent_device_seconds,
+                budget_h=params.budget_device_hours,
+            ),
+            marker=render.CAMPAIGN_MARKER,
+        )
+
+    # --- what the agent sees ---
+
+    def tried(self, state: CampaignState) -> set[str]:
+        return {
+            e.payload["fingerprint"]
+            for e in self.ledger.events(self.name)
+            if e.kind in ("trial_started", "gate_checked")
+        }
+
+    def fingerprint_of(self, state: CampaignState) -> Any:
+        incumbent = state.incumbent_recipe_text
+
+        def fingerprint(changes: dict[str, object]) -> str | None:
+            try:
+                text = apply_changes(incumbent, changes)
+                return self.executor.resolve(self.recipe(text, "probe")).fingerprint()
+            except AttuneError:
+                return None
+
+        return fingerprint
+
+    def view(self, state: CampaignState) -> AgentView:
+        params = self._params(state)
+        incumbent = self.executor.resolve(self.recipe(state.incumbent_recipe_text, "incumbent"))
+        history = []
+        for t in state.candidates:
+            p, j = t.proposal or {}, t.judged or {}
+            history.append(
+                HistoryItem(
+                    trial=t.trial,
+                    changes={k: tuple(v) for k, v in p.get("changes", {}).items()},
+                    status=(t.finished or {}).get("status"),
+                    decision=j.get("decision"),
+                    gain=j.get("gain"),
+                    reason=j.get("reason", ""),
+                )
+            )
+        layout = {
+            k: e.source for k, e in self.registry.data.keys.items() if e.key_class == "layout"
+        }
+        return AgentView(
+            framework=incumbent.framework,
+            incumbent=state.incumbent,
+            incumbent_values=incumbent.values,
+            profile=state.profiles.get(state.incumbent),
+            history=history,
+            layout_sources=layout,
+            threshold=state.noise.threshold if state.noise else 0.03,
+            budget_left_s=params.budget_device_hours * 3600 - state.spent_device_seconds,
+            forecast_s=self.executor.forecast(incumbent.devices),
+            cores=self.cores,
+        )

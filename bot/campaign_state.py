@@ -1,0 +1,173 @@
+"""Fold a campaign's ledger events back into its state: the only memory a campaign has."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gate import budget
+from gate.ledger import LedgerEvent
+from gate.models import NoiseModel, ProfileBreakdown
+
+
+class CampaignParams(BaseModel):
+    """What ``attune tune`` was asked to do (the ``campaign_opened`` payload)."""
+
+    baseline: str
+    recipe_path: str
+    """Path of the recipe inside the forge repository."""
+    recipe_text: str
+    framework: str
+    budget_device_hours: float
+    steps: int
+    warmup: int
+    agent: str
+    calibration_runs: int
+    max_trials: int
+
+
+class TrialRecord(BaseModel):
+    """Everything the ledger says about one trial id."""
+
+    trial: str
+    role: str | None = None
+    proposal: dict[str, Any] | None = None
+    pr: int | None = None
+    gate_verdict: str | None = None
+    refused: dict[str, Any] | None = None
+    started: bool = False
+    launch: dict[str, Any] | None = None
+    finished: dict[str, Any] | None = None
+    judged: dict[str, Any] | None = None
+    merged_sha: str | None = None
+    closed: bool = False
+
+    @property
+    def pending_launch(self) -> bool:
+        """Started and not finished: a restart must reconcile it."""
+        return self.started and self.finished is None
+
+    @property
+    def done(self) -> bool:
+        """Nothing left to do for this trial."""
+        if self.role != "candidate":
+            return self.finished is not None
+        return self.merged_sha is not None or self.closed
+
+
+class CampaignState(BaseModel):
+    campaign: str
+    params: CampaignParams | None = None
+    tuned_pr: int | None = None
+    tuned_branch: str | None = None
+    pinned_sha: str | None = None
+    """Head of the tuned branch the campaign expects; moves only with its own merges."""
+    trials: dict[str, TrialRecord] = Field(default_factory=dict)
+    """In ledger order."""
+    noise: NoiseModel | None = None
+    profiles: dict[str, ProfileBreakdown] = Field(default_factory=dict)
+    """Incumbent id -> its latest profile."""
+    incumbent: str = "baseline"
+    """``baseline`` or the id of the last merged candidate."""
+    stopped: dict[str, Any] | None = None
+    spent_device_seconds: float = 0.0
+    profile_requests: dict[str, str] = Field(default_factory=dict)
+    """Profile trial id -> incumbent it profiles."""
+
+    def trial(self, trial: str) -> TrialRecord:
+        return self.trials.setdefault(trial, TrialRecord(trial=trial))
+
+    def role_trials(self, role: str) -> list[TrialRecord]:
+        return [t for t in self.trials.values() if t.role == role]
+
+    @property
+    def calibration_scores(self) -> list[float]:
+        return [
+            float(t.finished["score"])
+            for t in self.role_trials("calibration")
+            if t.finished and t.finished["status"] == "ok" and t.finished["score"] is not None
+        ]
+
+    @property
+    def baseline_step1_loss(self) -> float | None:
+        for t in self.role_trials("calibration"):
+            if t.finished and t.finished.get("step1_loss") is not None:
+                return float(t.finished["step1_loss"])
+        return None
+
+    @property
+    def incumbent_score(self) -> float | None:
+        if self.incumbent == "baseline":
+            return self.noise.mean if self.noise else None
+        record = self.trials[self.incumbent]
+        return float(record.finished["score"]) if record.finished else None
+
+    @property
+    def incumbent_recipe_text(self) -> str:
+        if self.incumbent == "baseline":
+            return self.params.recipe_text if self.params else ""
+        proposal = self.trials[self.incumbent].proposal
+        assert proposal is not None
+        return str(proposal["recipe_text"])
+
+    @property
+    def candidates(self) -> list[TrialRecord]:
+        return self.role_trials("candidate")
+
+
+def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
+    """Replay ``events`` (one campaign's, in order) into its state."""
+    state = CampaignState(campaign=campaign)
+    for event in events:
+        p = event.payload
+        kind = event.kind
+        if kind == "campaign_opened":
+            state.params = CampaignParams.model_validate(p)
+        elif kind == "forge_ready":
+            state.tuned_pr, state.tuned_branch = p["tuned_pr"], p["tuned_branch"]
+            state.pinned_sha = p["base_sha"]
+        elif kind == "noise_calibrated":
+            state.noise = NoiseModel.model_validate(p)
+        elif kind == "campaign_stopped":
+            state.stopped = p
+        elif "trial" in p:
+            _fold_trial(state, kind, p)
+    state.spent_device_seconds = budget.spent_device_seconds(events)
+    return state
+
+
+def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
+    record = state.trial(p["trial"])
+    if kind == "profile_requested":
+        record.role = "profile"
+        state.profile_requests[record.trial] = p["incumbent"]
+    elif kind == "candidate_proposed":
+        record.role, record.proposal = "candidate", p
+    elif kind == "pr_opened":
+        record.pr = p["pr"]
+    elif kind == "gate_checked":
+        record.gate_verdict = p["verdict"]
+    elif kind == "launch_refused":
+        record.refused = p
+    elif kind == "trial_started":
+        record.role = record.role or p["role"]
+        record.started, record.launch, record.finished = True, None, None
+    elif kind == "trial_launched":
+        record.launch = p
+    elif kind == "trial_abandoned":
+        record.started, record.launch = False, None
+    elif kind == "trial_finished":
+        record.finished = p
+        profile = p.get("profile")
+        if record.role == "profile" and profile:
+            incumbent = state.profile_requests.get(record.trial, state.incumbent)
+            state.profiles[incumbent] = ProfileBreakdown.model_validate(profile)
+    elif kind == "trial_judged":
+        record.judged = p
+    elif kind == "pr_merged":
+        record.merged_sha = p["sha"]
+        state.pinned_sha = p["sha"]
+        state.incumbent = record.trial
+    elif kind == "pr_closed":
+        record.closed = True

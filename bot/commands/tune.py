@@ -1,0 +1,210 @@
+"""``attune tune``: run a tuning campaign on the embedded default; ``--resume`` continues one.
+
+attune tune examples/ported-gpt.yaml --budget 0.2
+attune tune --resume runs/tune-ported-gpt-20261129-101500
+attune report runs/tune-ported-gpt-20261129-101500
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.live import Live
+from rich.table import Table
+
+from bot.agents.rules import RulesAgent
+from bot.campaign import Campaign
+from bot.campaign_state import CampaignState
+from bot.console import console
+from bot.executor import LocalExecutor
+from bot.forges.local import LocalForge
+from bot.report import write_report
+from gate.errors import AttuneError
+from gate.ledger import Ledger
+from gate.recipe import load_recipe, parse_recipe
+from gate.registry import load_registry
+from runners.adapter import get_adapter
+
+AGENTS = {"rules": RulesAgent}
+
+
+class LiveProgress:
+    """The live display: phase, trial, hypothesis, incumbent, speedup, budget."""
+
+    def __init__(self, live: Live | None) -> None:
+        self.live = live
+        self.last = ""
+
+    def update(self, state: CampaignState, phase: str, detail: str = "") -> None:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        budget = state.params.budget_device_hours * 3600 if state.params else 0.0
+        spent = state.spent_device_seconds
+        table.add_row("campaign", state.campaign)
+        table.add_row("phase", phase)
+        table.add_row("now", detail or "-")
+        table.add_row("trials", f"{len(state.candidates)} candidates, {len(state.trials)} runs")
+        score = state.incumbent_score
+        if score and state.noise:
+            speedup = score / state.noise.mean
+            table.add_row(
+                "incumbent", f"{state.incumbent}: {score:,.0f} tokens/s/device ({speedup:.2f}x)"
+            )
+            table.add_row("threshold", f"{state.noise.threshold:.1%}")
+        table.add_row("budget", f"{spent:.0f} of {budget:.0f} device-seconds spent")
+        if self.live is not None:
+            self.live.update(table)
+        line = f"[{phase}] {detail}"
+        if line != self.last:  # a log line per change, for logs and non-terminals
+            console.log(line, markup=False)
+            self.last = line
+
+
+def open_campaign(
+    workdir: Path,
+    *,
+    recipe_path: Path | None,
+    budget_hours: float | None,
+    agent: str,
+    steps: int,
+    warmup: int,
+    max_trials: int,
+    calibration_runs: int,
+) -> None:
+    """Create the work directory and write ``campaign_opened``."""
+    if recipe_path is None or budget_hours is None:
+        raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
+    if budget_hours <= 0:
+        raise AttuneError(f"--budget must be positive device-hours, got {budget_hours}")
+    if agent not in AGENTS:
+        raise AttuneError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    recipe = load_recipe(recipe_path)
+    get_adapter(recipe.framework, path=recipe.path).resolve(recipe)  # bad input fails here
+    if (workdir / "ledger.db").exists():
+        raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
+    workdir.mkdir(parents=True, exist_ok=True)
+    with Ledger(workdir / "ledger.db") as ledger:
+        ledger.append(
+            workdir.name,
+            "campaign_opened",
+            {
+                "baseline": recipe.name,
+                "recipe_path": f"recipes/{recipe_path.name}",
+                "recipe_text": recipe_path.read_text(),
+                "framework": recipe.framework,
+                "budget_device_hours": budget_hours,
+                "steps": steps,
+                "warmup": warmup,
+                "agent": agent,
+                "calibration_runs": calibration_runs,
+                "max_trials": max_trials,
+            },
+        )
+
+
+def run_campaign(workdir: Path, *, live: bool = True) -> Path:
+    """Run or resume the campaign in ``workdir``; returns the report path."""
+    if not (workdir / "ledger.db").exists():
+        raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
+    with Ledger(workdir / "ledger.db") as ledger:
+        campaigns = ledger.campaigns()
+        if not campaigns:
+            raise AttuneError("the ledger holds no campaign", path=str(workdir / "ledger.db"))
+        name = campaigns[0]
+        opened = ledger.events(name)[0].payload
+        recipe = parse_recipe(str(opened["recipe_text"]), path=str(opened["recipe_path"]))
+        effective = get_adapter(recipe.framework).resolve(recipe)
+        registry = load_registry(effective.framework, effective.framework_version)
+        executor = LocalExecutor(
+            ledger=ledger,
+            campaign=name,
+            registry=registry,
+            workdir=workdir,
+            budget_device_seconds=opened["budget_device_hours"] * 3600,
+            steps=opened["steps"],
+            warmup=opened["warmup"],
+        )
+        with LocalForge(workdir / "forge") as forge:
+            with Live(console=console, auto_refresh=False, transient=True) as display:
+                progress = LiveProgress(display if live and console.is_terminal else None)
+                campaign = Campaign(
+                    name=name,
+                    ledger=ledger,
+                    forge=forge,
+                    executor=executor,
+                    agent=AGENTS[opened["agent"]](),
+                    registry=registry,
+                    progress=progress,
+                )
+                state = campaign.run()
+            report = write_report(ledger.events(name), workdir)
+    summarize(state, report)
+    return report
+
+
+def summarize(state: CampaignState, report: Path) -> None:
+    stopped = state.stopped or {}
+    console.rule("[bold]campaign finished")
+    if state.noise and state.incumbent_score:
+        speedup = state.incumbent_score / state.noise.mean
+        console.print(
+            f"incumbent [bold]{state.incumbent}[/]: {speedup:.2f}x the baseline "
+            f"(threshold {state.noise.threshold:.1%}), "
+            f"{state.spent_device_seconds / 3600:.4f} GPU-hours spent"
+        )
+    console.print(f"stopped: {stopped.get('reason', '?')}")
+    for line in stopped.get("evidence", [])[:12]:
+        console.print(f"  - {line}")
+    console.print(f"report: {report}")
+    console.print(f"plot:   {report.with_suffix('.png')}")
+
+
+def tune(
+    recipe_path: Path | None,
+    *,
+    budget_hours: float | None,
+    agent: str,
+    workdir: Path | None,
+    resume: Path | None,
+    steps: int,
+    warmup: int,
+    max_trials: int,
+    calibration_runs: int,
+) -> int:
+    if resume is not None:
+        if recipe_path is not None:
+            raise AttuneError("--resume continues a campaign: give the directory, not a recipe")
+        run_campaign(resume)
+        return 0
+    if recipe_path is None:
+        raise AttuneError("give a RECIPE to tune, or --resume DIR")
+    stem = recipe_path.stem
+    workdir = workdir or Path("runs") / time.strftime(f"tune-{stem}-%Y%m%d-%H%M%S")
+    open_campaign(
+        workdir,
+        recipe_path=recipe_path,
+        budget_hours=budget_hours,
+        agent=agent,
+        steps=steps,
+        warmup=warmup,
+        max_trials=max_trials,
+        calibration_runs=calibration_runs,
+    )
+    console.print(f"campaign {workdir.name}: work directory {workdir}")
+    run_campaign(workdir)
+    return 0
+
+
+def report(workdir: Path) -> int:
+    """Rebuild the report from the ledger alone."""
+    if not (workdir / "ledger.db").exists():
+        raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
+    with Ledger(workdir / "ledger.db") as ledger:
+        campaigns = ledger.campaigns()
+        if not campaigns:
+            raise AttuneError("the ledger holds no campaign", path=str(workdir / "ledger.db"))
+        path = write_report(ledger.events(campaigns[0]), workdir)
+    console.print(f"report: {path}")
+    return 0
