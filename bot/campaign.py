@@ -203,6 +203,12 @@ class Campaign:
                 self.stop("budget", ["the budget cannot cover a profile run"])
         else:
             self.propose(state, decision)
+            self.progress.update(
+                self.state(),
+                "propose",
+                f"{decision.title} ({decision.bottleneck}-bound, "
+                f"expected +{decision.expected_gain_pct:.0f}%)",
+            )
 
     def propose(self, state: CampaignState, proposal: Proposal) -> None:
         n = len(state.candidates) + 1
@@ -230,7 +236,6 @@ class Campaign:
         proposal = record.proposal
         assert proposal is not None and state.tuned_branch is not None
         recipe = self.recipe(proposal["recipe_text"], trial)
-        self.progress.update(state, f"trial {trial}", proposal["title"])
         if record.pr is None:
             pr = self.forge.open_candidate(
                 branch=f"attune/{self.name}/{proposal['n']}",
@@ -272,6 +277,11 @@ class Campaign:
             verdict.update(decision="close", reason="the pre-launch gate rejected it")
         elif record.refused is not None:
             verdict.update(decision="close", reason=record.refused["message"])
+        elif record.finished is None and self._same_as_incumbent(state, recipe):
+            verdict.update(
+                decision="close",
+                reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
+            )
         elif record.finished is None:
             effective = self.executor.resolve(recipe)
             if self.executor.admit(trial, effective) is None:
@@ -297,6 +307,15 @@ class Campaign:
                     reason = f"{gain:+.1%} is within the {state.noise.threshold:.1%} threshold"
                     verdict.update(decision="close", reason=reason)
         self.ledger.append(self.name, "trial_judged", verdict)
+        self.progress.update(
+            self.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"
+        )
+
+    def _same_as_incumbent(self, state: CampaignState, recipe: Recipe) -> bool:
+        """A candidate whose effective config equals the incumbent's has nothing to measure."""
+        incumbent = self.recipe(state.incumbent_recipe_text, "incumbent")
+        fingerprint = self.executor.resolve(recipe).fingerprint()
+        return fingerprint == self.executor.resolve(incumbent).fingerprint()
 
     def _result(self, record: TrialRecord) -> TrialResult:
         path = self.executor.workdir / "trials" / record.trial / "result.json"

@@ -18,6 +18,7 @@ from bot.campaign import Campaign
 from bot.campaign_state import CampaignState
 from bot.console import console
 from bot.executor import LocalExecutor
+from bot.interfaces import Agent
 from bot.forges.local import LocalForge
 from bot.report import write_report
 from gate.errors import AttuneError
@@ -104,8 +105,9 @@ def open_campaign(
         )
 
 
-def run_campaign(workdir: Path, *, live: bool = True) -> Path:
-    """Run or resume the campaign in ``workdir``; returns the report path."""
+def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None) -> Path:
+    """Run or resume the campaign in ``workdir``; returns the report path. ``agent``
+    replaces the one the campaign was opened with (for plugging in another implementation)."""
     if not (workdir / "ledger.db").exists():
         raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
     with Ledger(workdir / "ledger.db") as ledger:
@@ -134,7 +136,7 @@ def run_campaign(workdir: Path, *, live: bool = True) -> Path:
                     ledger=ledger,
                     forge=forge,
                     executor=executor,
-                    agent=AGENTS[opened["agent"]](),
+                    agent=agent or AGENTS[opened["agent"]](),
                     registry=registry,
                     progress=progress,
                 )

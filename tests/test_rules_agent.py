@@ -1,0 +1,192 @@
+"""The rules agent: one lever per proposal, full hypotheses, no repeats, back-off, stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.agents.rules import RulesAgent
+from bot.interfaces import AgentView, HistoryItem, ProfileRequest, Proposal, Stop
+from bot.recipe_edit import apply_changes
+from gate.errors import AttuneError
+from gate.models import ProfileBreakdown
+from gate.recipe import parse_recipe
+from gate.registry import Registry, load_registry
+from runners.embedded.adapter import EmbeddedAdapter
+
+PORTED = {
+    "n_layer": 2,
+    "d_model": 64,
+    "n_head": 4,
+    "seq_len": 32,
+    "global_batch_size": 8,
+    "threads": 1,
+    "micro_batch_size": 1,
+    "activation_checkpointing": True,
+    "attention": "math",
+    "compile": False,
+    "optimizer_impl": "for_loop",
+}
+COMPUTE_BOUND = ProfileBreakdown(
+    compute=0.8, communication=0.0, cpu=0.15, idle=0.05, step_seconds=0.2, steps=3
+)
+CPU_BOUND = ProfileBreakdown(
+    compute=0.3, communication=0.0, cpu=0.6, idle=0.1, step_seconds=0.2, steps=3
+)
+
+
+def recipe_text(config: dict[str, Any]) -> str:
+    return yaml.safe_dump({"framework": "embedded", "name": "r", "config": config})
+
+
+def fingerprint(text: str) -> str:
+    return EmbeddedAdapter().resolve(parse_recipe(text, path="r.yaml")).fingerprint()
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return load_registry("embedded", "1")
+
+
+def view(
+    registry: Registry,
+    config: dict[str, Any] = PORTED,
+    *,
+    profile: ProfileBreakdown | None = COMPUTE_BOUND,
+    history: list[HistoryItem] | None = None,
+    budget_left_s: float = 1000.0,
+    cores: int = 2,
+) -> AgentView:
+    values = EmbeddedAdapter().resolve(parse_recipe(recipe_text(config), path="r.yaml")).values
+    return AgentView(
+        framework="embedded",
+        incumbent="baseline",
+        incumbent_values=values,
+        profile=profile,
+        history=history or [],
+        layout_sources={
+            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
+        },
+        threshold=0.03,
+        budget_left_s=budget_left_s,
+        forecast_s=20.0,
+        cores=cores,
+    )
+
+
+def decide(v: AgentView, config: dict[str, Any] = PORTED, tried: set[str] | None = None) -> Any:
+    text = recipe_text(config)
+
+    def fingerprint_of(changes: dict[str, object]) -> str | None:
+        try:
+            return fingerprint(apply_changes(text, changes))
+        except AttuneError:
+            return None
+
+    return RulesAgent().decide(v, fingerprint_of, tried or {fingerprint(text)})
+
+
+def test_asks_for_a_profile_first(registry: Registry) -> None:
+    out = decide(view(registry, profile=None))
+    assert isinstance(out, ProfileRequest) and "bottleneck is unclear" in out.reason
+
+
+def test_proposal_moves_one_layout_lever_with_a_full_hypothesis(registry: Registry) -> None:
+    out = decide(view(registry))
+    assert isinstance(out, Proposal)
+    assert len(out.changes) == 1 and not out.coupled
+    (key,) = out.changes
+    assert registry.data.keys[key].key_class == "layout"
+    assert out.bottleneck == "compute"
+    assert "compute is 80% of the step" in out.mechanism
+    assert out.expected_gain_pct > 0
+    assert out.sources == [registry.data.keys[key].source]
+    assert out.changes[key][0] == PORTED[key]
+
+
+def test_bottleneck_picks_the_lever(registry: Registry) -> None:
+    compute = decide(view(registry))
+    cpu = decide(view(registry, profile=CPU_BOUND))
+    assert isinstance(compute, Proposal) and isinstance(cpu, Proposal)
+    assert compute.bottleneck == "compute" and cpu.bottleneck == "cpu"
+    assert compute.lever != cpu.lever  # what the profile says changes what is tried
+
+
+def test_coupled_split_is_declared(registry: Registry) -> None:
+    two_ranks = {**PORTED, "data_parallel_size": 2, "activation_checkpointing": False}
+    idle = ProfileBreakdown(
+        compute=0.3, communication=0.5, cpu=0.1, idle=0.1, step_seconds=0.2, steps=3
+    )
+    out = decide(view(registry, two_ranks, profile=idle), two_ranks)
+    assert isinstance(out, Proposal)
+    assert out.coupled and set(out.changes) == {"data_parallel_size", "threads"}
+    assert out.changes["data_parallel_size"] == (2, 1) and out.changes["threads"] == (1, 2)
+
+
+def test_never_proposes_a_configuration_already_run(registry: Registry) -> None:
+    first = decide(view(registry))
+    assert isinstance(first, Proposal)
+    changes = {k: new for k, (_, new) in first.changes.items()}
+    tried = {
+        fingerprint(recipe_text(PORTED)),
+        fingerprint(apply_changes(recipe_text(PORTED), changes)),
+    }
+    second = decide(view(registry), tried=tried)
+    assert isinstance(second, Proposal) and second.changes != first.changes
+
+
+def test_backs_off_a_direction_that_ran_out_of_memory(registry: Registry) -> None:
+    oom = HistoryItem(
+        trial="c1", changes={"micro_batch_size": (1, 2)}, status="oom", decision="close", gain=None
+    )
+    seen = set()
+    tried = {fingerprint(recipe_text(PORTED))}
+    for _ in range(10):
+        out = decide(view(registry, profile=CPU_BOUND, history=[oom]), tried=tried)
+        if not isinstance(out, Proposal):
+            break
+        seen.update(out.changes)
+        changes = {k: new for k, (_, new) in out.changes.items()}
+        tried.add(fingerprint(apply_changes(recipe_text(PORTED), changes)))
+    assert "micro_batch_size" not in seen
+    assert isinstance(out, Stop) and out.reason == "exhausted"
+    assert any("micro_batch_size=2: c1 failed" in line for line in out.evidence)
+
+
+def test_stops_when_the_budget_cannot_cover_a_trial(registry: Registry) -> None:
+    out = decide(view(registry, budget_left_s=5.0))
+    assert isinstance(out, Stop) and out.reason == "budget"
+    assert "forecast at 20 device-seconds and 5 are left" in out.evidence[0]
+
+
+def test_stops_with_evidence_for_every_lever(registry: Registry) -> None:
+    tuned = {
+        **PORTED,
+        "threads": 2,
+        "micro_batch_size": 8,
+        "activation_checkpointing": False,
+        "attention": "sdpa",
+        "compile": True,
+        "optimizer_impl": "fused",
+    }
+    out = decide(view(registry, tuned), tuned)
+    assert isinstance(out, Stop) and out.reason == "exhausted"
+    assert out.evidence == ["every lever is already at its fastest known setting"]
+    lost = [
+        HistoryItem(
+            trial="c1",
+            changes={"attention": ("math", "sdpa")},
+            status="ok",
+            decision="close",
+            gain=0.01,
+            reason="+1.0% is within the 3.0% threshold",
+        ),
+    ]
+    partly = {**tuned, "attention": "math"}
+    out = decide(view(registry, partly, history=lost), partly)
+    assert isinstance(out, Stop)
+    assert out.evidence == [
+        "attention=sdpa: already tried in c1: +1.0% is within the 3.0% threshold"
+    ]
