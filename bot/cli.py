@@ -27,12 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attune", description="Tune training recipes safely.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="calibrate, gate and bench the embedded example")
+    demo = sub.add_parser("demo", help="tune the embedded example end to end")
     demo.add_argument("--workdir", type=Path, help="default: runs/demo-<time>")
-    demo.add_argument("--runs", type=int, default=5, help="baseline runs for the noise model")
     demo.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     demo.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
-    demo.add_argument("--budget", type=float, default=0.1, help="device-hours")
+    demo.add_argument("--budget", type=float, default=0.25, help="device-hours")
+    demo.add_argument("--max-trials", type=int, default=12, help="candidates at most")
 
     tune = sub.add_parser("tune", help="run a tuning campaign (or --resume one)")
     tune.add_argument("recipe", type=Path, nargs="?")
@@ -90,10 +90,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return demo(
             workdir=args.workdir,
-            runs=args.runs,
             steps=args.steps,
             warmup=args.warmup,
             budget_hours=args.budget,
+            max_trials=args.max_trials,
         )
     if args.command == "tune":
         from bot.commands.tune import tune

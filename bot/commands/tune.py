@@ -18,8 +18,9 @@ from bot.campaign import Campaign
 from bot.campaign_state import CampaignState
 from bot.console import console
 from bot.executor import LocalExecutor
-from bot.interfaces import Agent
 from bot.forges.local import LocalForge
+from bot.interfaces import Agent
+from bot.render import noise_line
 from bot.report import write_report
 from gate.errors import AttuneError
 from gate.ledger import Ledger
@@ -156,6 +157,8 @@ def summarize(state: CampaignState, report: Path) -> None:
             f"(threshold {state.noise.threshold:.1%}), "
             f"{state.spent_device_seconds / 3600:.4f} GPU-hours spent"
         )
+    if state.noise:
+        console.print(noise_line(state.noise))
     console.print(f"stopped: {stopped.get('reason', '?')}")
     for line in stopped.get("evidence", [])[:12]:
         console.print(f"  - {line}")

@@ -1,0 +1,429 @@
+"""`attune tune --resume DIR` after the bot was killed with SIGKILL, at three phases.
+
+Real processes throughout: the bot runs as `python -m bot.cli tune ...`, the test polls its
+ledger read-only until a trigger event appears, kills the bot with SIGKILL (the launches run
+under supervisors in sessions of their own and outlive it), then runs `tune --resume DIR` to
+the end. Nothing may be lost, nothing charged twice, and a trial that was running is
+reconciled and charged from its real allocation to its real release.
+
+- calibration: killed right after ``trial_launched`` of ``baseline-2``; resumed at once, while
+  its supervisor still runs.
+- trial: killed right after ``trial_launched`` of candidate ``c1``; resumed only once its
+  supervisor has written ``exit.json`` (the run finished while no bot was alive).
+- between: killed right after ``trial_judged`` of ``c1``, before the next trial started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.cli import main
+from bot.forges.local import LocalForge
+from bot.render import CAMPAIGN_MARKER, COST_MARKER
+from gate.budget import spent_device_seconds, trial_charge
+from gate.ledger import Ledger, LedgerEvent
+from runners.supervise import EXIT_FILE, alive
+from tests.conftest import SMALL_CONFIG
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+LEVERS: dict[str, Any] = {
+    "activation_checkpointing": True,
+    "attention": "math",
+    "optimizer_impl": "for_loop",
+    "threads": 1,
+    "micro_batch_size": 1,
+    "global_batch_size": 8,
+}
+MAX_TRIALS = 2
+TUNE_ARGS = ["--budget", "1", "--steps", "4", "--warmup", "1", "--max-trials", str(MAX_TRIALS)]
+CAMPAIGN_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    kind: str
+    """Ledger event kind that triggers the kill."""
+    trial: str
+    """Trial id of the triggering event."""
+    in_flight: bool
+    """The trial is running when the bot dies: the resume must reconcile it."""
+    wait_for_exit: bool
+    """Resume only after the orphaned supervisor wrote exit.json."""
+
+
+SCENARIOS = {
+    "calibration": Scenario("trial_launched", "baseline-2", in_flight=True, wait_for_exit=False),
+    "trial": Scenario("trial_launched", "c1", in_flight=True, wait_for_exit=True),
+    "between": Scenario("trial_judged", "c1", in_flight=False, wait_for_exit=False),
+}
+
+
+@dataclass
+class Killed:
+    """One campaign: killed at a trigger, then resumed to the end."""
+
+    name: str
+    scenario: Scenario
+    workdir: Path
+    killed_rc: int
+    at_kill: list[LedgerEvent]
+    """The ledger as the killed bot left it."""
+    supervisor_alive_at_kill: bool
+    exit_file_at_kill: bool
+    resume_started: float
+    resumed_rc: int
+    log: str
+    events: list[LedgerEvent]
+    """The ledger once the resumed bot finished."""
+    verify_ok: bool
+
+
+@dataclass
+class Uninterrupted:
+    workdir: Path
+    rc: int
+    log: str
+    events: list[LedgerEvent]
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ATTUNE_FAULT"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def _attune(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bot.cli", *args]
+
+
+def _read(workdir: Path) -> tuple[list[LedgerEvent], bool]:
+    with Ledger(workdir / "ledger.db") as ledger:
+        return ledger.events(), ledger.verify().ok
+
+
+def _payloads(events: list[LedgerEvent], kind: str) -> list[dict[str, Any]]:
+    return [e.payload for e in events if e.kind == kind]
+
+
+def _of(events: list[LedgerEvent], kind: str, trial: str) -> list[LedgerEvent]:
+    return [e for e in events if e.kind == kind and e.payload.get("trial") == trial]
+
+
+def _roles(events: list[LedgerEvent]) -> dict[str, str]:
+    return {p["trial"]: p["role"] for p in _payloads(events, "trial_started")}
+
+
+def _resume(workdir: Path, log: Path) -> int:
+    with log.open("ab") as out:
+        done = subprocess.run(
+            _attune("tune", "--resume", str(workdir)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd=workdir.parent,
+            timeout=CAMPAIGN_TIMEOUT_S,
+        )
+    return done.returncode
+
+
+def _kill_at(
+    recipe: Path, workdir: Path, log: Path, trigger: Callable[[LedgerEvent], bool]
+) -> tuple[int, list[LedgerEvent]]:
+    """Start `attune tune`, SIGKILL it as soon as an event matches ``trigger``."""
+    ledger_path = workdir / "ledger.db"
+    with log.open("ab") as out:
+        bot = subprocess.Popen(
+            _attune("tune", str(recipe), "--workdir", str(workdir), *TUNE_ARGS),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd=workdir.parent,
+        )
+    ledger: Ledger | None = None
+    try:
+        deadline = time.monotonic() + CAMPAIGN_TIMEOUT_S
+        while True:
+            # Ledger(path) would create a missing file: wait for the bot to create it
+            if ledger is None and ledger_path.exists():
+                ledger = Ledger(ledger_path)
+            if ledger is not None and any(trigger(e) for e in ledger.events()):
+                os.kill(bot.pid, signal.SIGKILL)
+                break
+            assert bot.poll() is None, f"the bot ended before the trigger:\n{log.read_text()}"
+            assert time.monotonic() < deadline, "the trigger event never came"
+            time.sleep(0.002)
+        rc = bot.wait(timeout=30)
+        assert ledger is not None
+        return rc, ledger.events()
+    finally:
+        if bot.poll() is None:
+            bot.kill()
+            bot.wait()
+        if ledger is not None:
+            ledger.close()
+
+
+def _wait_for(path: Path, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def _trial_files(workdir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """trial -> (launch.json, exit.json or None) for every trial directory with a launch."""
+    found: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    for launch_file in sorted((workdir / "trials").glob("*/launch.json")):
+        exit_file = launch_file.with_name(EXIT_FILE)
+        exit_record = json.loads(exit_file.read_text()) if exit_file.exists() else None
+        found[launch_file.parent.name] = (json.loads(launch_file.read_text()), exit_record)
+    return found
+
+
+# --- fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any) -> Path:
+    path: Path = write_recipe(
+        tmp_path_factory.mktemp("recipe"), "small", **{**SMALL_CONFIG, **LEVERS}
+    )
+    return path
+
+
+@pytest.fixture(scope="module", params=list(SCENARIOS))
+def killed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, recipe: Path
+) -> Iterator[Killed]:
+    name: str = request.param
+    scenario = SCENARIOS[name]
+    base = tmp_path_factory.mktemp(f"killed-{name}")
+    workdir, log = base / "campaign", base / "bot.log"
+
+    def trigger(e: LedgerEvent) -> bool:
+        return e.kind == scenario.kind and e.payload.get("trial") == scenario.trial
+
+    killed_rc, at_kill = _kill_at(recipe, workdir, log, trigger)
+    launched = _of(at_kill, "trial_launched", scenario.trial)
+    supervisor_alive = exit_at_kill = False
+    if launched:
+        handle = launched[-1].payload["handle"]
+        supervisor_alive = alive(int(handle["pid"]))
+        exit_at_kill = (Path(handle["workdir"]) / EXIT_FILE).exists()
+        if scenario.wait_for_exit:
+            _wait_for(Path(handle["workdir"]) / EXIT_FILE)
+    resume_started = time.time()
+    resumed_rc = _resume(workdir, log)
+    events, verify_ok = _read(workdir)
+    yield Killed(
+        name=name,
+        scenario=scenario,
+        workdir=workdir,
+        killed_rc=killed_rc,
+        at_kill=at_kill,
+        supervisor_alive_at_kill=supervisor_alive,
+        exit_file_at_kill=exit_at_kill,
+        resume_started=resume_started,
+        resumed_rc=resumed_rc,
+        log=log.read_text(errors="replace"),
+        events=events,
+        verify_ok=verify_ok,
+    )
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, recipe: Path) -> Uninterrupted:
+    base = tmp_path_factory.mktemp("uninterrupted")
+    workdir, log = base / "campaign", base / "bot.log"
+    with log.open("ab") as out:
+        done = subprocess.run(
+            _attune("tune", str(recipe), "--workdir", str(workdir), *TUNE_ARGS),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd=base,
+            timeout=CAMPAIGN_TIMEOUT_S,
+        )
+    events, _ = _read(workdir)
+    return Uninterrupted(workdir, done.returncode, log.read_text(errors="replace"), events)
+
+
+# --- the kill landed where the scenario says ----------------------------------------------
+
+
+def test_the_kill_landed_in_the_intended_phase(killed: Killed) -> None:
+    s, at_kill = killed.scenario, killed.at_kill
+    assert killed.killed_rc == -signal.SIGKILL
+    kinds = [e.kind for e in at_kill]
+    assert "campaign_stopped" not in kinds
+    assert _of(at_kill, s.kind, s.trial), "the trigger event is in the ledger"
+    finished = {p["trial"] for p in _payloads(at_kill, "trial_finished")}
+    if s.in_flight:
+        # launched, never finished: only a reconciliation can charge it
+        assert _of(at_kill, "trial_launched", s.trial)
+        assert s.trial not in finished
+        assert killed.supervisor_alive_at_kill or killed.exit_file_at_kill
+    else:
+        # between trials: c1 judged, nothing in flight
+        assert _of(at_kill, "trial_finished", s.trial)
+        assert set(_roles(at_kill)) == finished, "no trial was running when the bot died"
+    if s.trial == "baseline-2":
+        assert "noise_calibrated" not in kinds
+        assert finished == {"baseline-1"}
+
+
+# --- the resumed campaign -----------------------------------------------------------------
+
+
+def test_resume_finishes_and_keeps_every_event(killed: Killed) -> None:
+    assert killed.resumed_rc == 0, killed.log[-4000:]
+    assert killed.verify_ok
+    kinds = [e.kind for e in killed.events]
+    assert kinds.count("campaign_stopped") == 1 and kinds[-1] == "campaign_stopped"
+    # nothing lost: what the killed bot wrote is the unchanged prefix of the final chain
+    prefix = killed.events[: len(killed.at_kill)]
+    assert [e.hash for e in prefix] == [e.hash for e in killed.at_kill]
+    assert not _payloads(killed.events, "trial_abandoned")
+
+
+def test_every_launch_is_charged_exactly_once(killed: Killed) -> None:
+    events = killed.events
+    launched = [p["trial"] for p in _payloads(events, "trial_launched")]
+    assert len(launched) == len(set(launched)), "a trial was launched twice"
+    finished = Counter(p["trial"] for p in _payloads(events, "trial_finished"))
+    assert set(finished) == set(launched)
+    assert set(finished.values()) == {1}, f"charged twice: {finished}"
+    reconciled = {p["trial"] for p in _payloads(events, "trial_finished") if p["reconciled"]}
+    assert reconciled == ({killed.scenario.trial} if killed.scenario.in_flight else set())
+
+
+def test_ledger_charges_equal_the_real_allocations(killed: Killed) -> None:
+    events, workdir = killed.events, killed.workdir
+    finished = {p["trial"]: p for p in _payloads(events, "trial_finished")}
+    charged = {e.payload["trial"]: trial_charge(e) for e in events if e.kind == "trial_finished"}
+    by_rule = sum(
+        (p["released_at"] - p["allocated_at"]) * p["devices"] for p in finished.values()
+    )
+    assert spent_device_seconds(events) == pytest.approx(by_rule, abs=1e-6)
+    # ground truth from the trial directories: the supervisor's release, the bot's allocation
+    files = _trial_files(workdir)
+    assert set(files) == set(finished)
+    for trial, (launch, exit_record) in files.items():
+        assert exit_record is not None, f"{trial}: no {EXIT_FILE}"
+        allocated, released = launch["handle"]["allocated_at"], exit_record["released_at"]
+        assert finished[trial]["allocated_at"] == allocated
+        assert finished[trial]["released_at"] == released
+        truth = (released - allocated) * launch["devices"]
+        assert charged[trial] == pytest.approx(truth, abs=1e-6), trial
+    if killed.scenario.in_flight:
+        trial = killed.scenario.trial
+        killed_at = killed.at_kill[-1].time
+        record = _of(events, "trial_finished", trial)[0]
+        # allocated by the killed bot, recorded by the resumed one
+        assert finished[trial]["allocated_at"] < killed_at < killed.resume_started
+        assert record.time > killed.resume_started
+        if killed.scenario.wait_for_exit:
+            # it ended while no bot was alive: charged to that release, not to the resume
+            assert finished[trial]["released_at"] < killed.resume_started
+
+
+def test_calibration_ends_with_five_ok_runs(killed: Killed) -> None:
+    events = killed.events
+    roles = _roles(events)
+    calibration = [
+        p for p in _payloads(events, "trial_finished") if roles[p["trial"]] == "calibration"
+    ]
+    assert sorted(p["trial"] for p in calibration) == [f"baseline-{i}" for i in range(1, 6)]
+    assert all(p["status"] == "ok" for p in calibration)
+    noise = _payloads(events, "noise_calibrated")
+    assert len(noise) == 1 and noise[0]["runs"] == 5
+    assert sorted(noise[0]["scores"]) == sorted(p["score"] for p in calibration)
+
+
+def test_every_candidate_is_decided_once(killed: Killed) -> None:
+    events = killed.events
+    candidates = [p["trial"] for p in _payloads(events, "candidate_proposed")]
+    assert candidates == [f"c{i}" for i in range(1, MAX_TRIALS + 1)]
+    for trial in candidates:
+        judged = _of(events, "trial_judged", trial)
+        assert len(judged) == 1, trial
+        merged, closed = _of(events, "pr_merged", trial), _of(events, "pr_closed", trial)
+        assert len(merged) + len(closed) == 1, trial
+        assert judged[0].payload["decision"] == ("merge" if merged else "close")
+
+
+def test_forge_holds_no_duplicate(killed: Killed) -> None:
+    events = killed.events
+    opened = {p["trial"]: p for p in _payloads(events, "pr_opened")}
+    tuned = _payloads(events, "forge_ready")
+    assert len(tuned) == 1
+    with LocalForge(killed.workdir / "forge", create=False) as forge:
+        pulls = forge.pulls()
+        heads = Counter(pr.head for pr in pulls)
+        assert set(heads.values()) == {1}, f"a branch has two pull requests: {heads}"
+        assert len(pulls) == 1 + len(opened)
+        assert {pr.number for pr in pulls} == {tuned[0]["tuned_pr"]} | {
+            p["pr"] for p in opened.values()
+        }
+        markers = Counter(c.marker for c in forge.comments(tuned[0]["tuned_pr"]))
+        assert markers[CAMPAIGN_MARKER] == 1
+        for trial, p in opened.items():
+            pr = forge.get(p["pr"])
+            assert pr.head == p["branch"]
+            assert pr.state == ("merged" if _of(events, "pr_merged", trial) else "closed")
+            costs = [c for c in forge.comments(p["pr"]) if c.marker == COST_MARKER]
+            assert len(costs) == 1, trial
+
+
+def test_report_is_rebuilt_identically(killed: Killed, tmp_path: Path) -> None:
+    workdir = killed.workdir
+    written = {name: (workdir / name).read_bytes() for name in ("report.md", "report.png")}
+    shutil.copytree(workdir, tmp_path / "copy")  # `attune report` reads the ledger alone
+    (tmp_path / "copy" / "report.md").unlink()
+    (tmp_path / "copy" / "report.png").unlink()
+    assert main(["report", str(workdir)]) == 0
+    assert main(["report", str(tmp_path / "copy")]) == 0
+    for name, data in written.items():
+        assert (workdir / name).read_bytes() == data, name
+        assert (tmp_path / "copy" / name).read_bytes() == data, name
+
+
+def test_resumed_totals_match_an_uninterrupted_campaign(
+    killed: Killed, uninterrupted: Uninterrupted
+) -> None:
+    ref, got = uninterrupted.events, killed.events
+    assert uninterrupted.rc == 0, uninterrupted.log[-4000:]
+    for events in (ref, got):
+        kinds = Counter(e.kind for e in events)
+        assert kinds["trial_started"] - kinds["trial_abandoned"] == kinds["trial_finished"]
+        finished = Counter(p["trial"] for p in _payloads(events, "trial_finished"))
+        assert set(finished.values()) == {1}
+        assert set(finished) == set(_roles(events))
+    assert not any(p["reconciled"] for p in _payloads(ref, "trial_finished"))
+    ref_roles, got_roles = Counter(_roles(ref).values()), Counter(_roles(got).values())
+    assert set(ref_roles) == set(got_roles) == {"calibration", "profile", "candidate"}
+    assert ref_roles["calibration"] == got_roles["calibration"] == 5
+    assert ref_roles["candidate"] == got_roles["candidate"] == MAX_TRIALS
+    assert [p["reason"] for p in _payloads(ref, "campaign_stopped")] == [
+        p["reason"] for p in _payloads(got, "campaign_stopped")
+    ]
+    judged = {p["trial"] for p in _payloads(got, "trial_judged")}
+    assert judged == {p["trial"] for p in _payloads(got, "candidate_proposed")}
