@@ -13,14 +13,13 @@ import os
 from typing import Any, Protocol
 
 from bot import render
-from bot.campaign_state import CampaignState, TrialRecord, fold
+from bot.campaign_state import CampaignState, TrialRecord, agent_view, fold
 from bot.executor import LocalExecutor, Role
 from bot.interfaces import (
     Agent,
     AgentView,
     CheckResult,
     Forge,
-    HistoryItem,
     ProfileRequest,
     Proposal,
     Stop,
@@ -322,31 +321,32 @@ class Campaign:
         return TrialResult.model_validate_json(path.read_text())
 
     def settle(self, state: CampaignState, record: TrialRecord) -> None:
-        """Carry out the judged decision on the forge, then the cost comments."""
+        """Carry out the judged decision on the forge and its cost comment, then ledger it.
+
+        The cost comment goes before ``pr_merged``/``pr_closed``: once either is in the ledger
+        the candidate is done, and a bot killed in between would never write it on restart.
+        """
         assert record.judged is not None and record.pr is not None
+        params = self._params(state)
+        finished = record.finished
+        cost = render.cost_comment(
+            trial_s=float(finished["device_seconds"]) if finished else 0.0,
+            status=finished["status"] if finished else "not launched",
+            spent_s=state.spent_device_seconds,
+            budget_h=params.budget_device_hours,
+        )
         if record.judged["decision"] == "merge":
             assert state.pinned_sha is not None
             sha = self.forge.merge(record.pr, expected_base_sha=state.pinned_sha)
+            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
             self.ledger.append(
                 self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
             )
         else:
             self.forge.comment(record.pr, f"Closing: {record.judged['reason']}.")
             self.forge.close(record.pr)
+            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
             self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
-        state = self.state()
-        params = self._params(state)
-        finished = state.trials[record.trial].finished
-        self.forge.comment(
-            record.pr,
-            render.cost_comment(
-                trial_s=float(finished["device_seconds"]) if finished else 0.0,
-                status=finished["status"] if finished else "not launched",
-                spent_s=state.spent_device_seconds,
-                budget_h=params.budget_device_hours,
-            ),
-            marker=render.COST_MARKER,
-        )
         self.update_campaign_comment()
 
     def stop(self, reason: str, evidence: list[str]) -> None:
@@ -359,37 +359,9 @@ class Campaign:
         params = self._params(state)
         if state.tuned_pr is None:
             return
-        rows = []
-        for t in state.candidates:
-            judged, finished = t.judged or {}, t.finished or {}
-            score, gain = judged.get("score"), judged.get("gain")
-            rows.append(
-                (
-                    t.trial,
-                    f"#{t.pr}" if t.pr else "-",
-                    (t.proposal or {}).get("title", "").removeprefix("attune: "),
-                    f"{score:,.0f}" if score else "-",
-                    f"{gain:+.1%}" if gain is not None else "-",
-                    judged.get("decision", "pending"),
-                    f"{finished.get('device_seconds', 0.0):.1f}",
-                )
-            )
-        status = f"Stopped ({state.stopped['reason']})." if state.stopped else "Running."
-        best = state.incumbent_score
-        if best and state.noise:
-            status += (
-                f" Incumbent `{state.incumbent}`: {best / state.noise.mean:.2f}x the baseline."
-            )
         self.forge.comment(
             state.tuned_pr,
-            render.campaign_comment(
-                campaign=self.name,
-                status_line=status,
-                noise=state.noise,
-                rows=rows,
-                spent_s=state.spent_device_seconds,
-                budget_h=params.budget_device_hours,
-            ),
+            render.campaign_comment(state, budget_h=params.budget_device_hours),
             marker=render.CAMPAIGN_MARKER,
         )
 
@@ -415,33 +387,11 @@ class Campaign:
         return fingerprint
 
     def view(self, state: CampaignState) -> AgentView:
-        params = self._params(state)
         incumbent = self.executor.resolve(self.recipe(state.incumbent_recipe_text, "incumbent"))
-        history = []
-        for t in state.candidates:
-            p, j = t.proposal or {}, t.judged or {}
-            history.append(
-                HistoryItem(
-                    trial=t.trial,
-                    changes={k: tuple(v) for k, v in p.get("changes", {}).items()},
-                    status=(t.finished or {}).get("status"),
-                    decision=j.get("decision"),
-                    gain=j.get("gain"),
-                    reason=j.get("reason", ""),
-                )
-            )
-        layout = {
-            k: e.source for k, e in self.registry.data.keys.items() if e.key_class == "layout"
-        }
-        return AgentView(
-            framework=incumbent.framework,
-            incumbent=state.incumbent,
-            incumbent_values=incumbent.values,
-            profile=state.profiles.get(state.incumbent),
-            history=history,
-            layout_sources=layout,
-            threshold=state.noise.threshold if state.noise else 0.03,
-            budget_left_s=params.budget_device_hours * 3600 - state.spent_device_seconds,
+        return agent_view(
+            state,
+            incumbent,
+            self.registry,
             forecast_s=self.executor.forecast(incumbent.devices),
             cores=self.cores,
         )

@@ -6,9 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.interfaces import AgentView, HistoryItem
 from gate import budget
 from gate.ledger import LedgerEvent
-from gate.models import NoiseModel, ProfileBreakdown
+from gate.models import EffectiveConfig, NoiseModel, ProfileBreakdown
+from gate.registry import Registry
 
 
 class CampaignParams(BaseModel):
@@ -171,3 +173,47 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         state.incumbent = record.trial
     elif kind == "pr_closed":
         record.closed = True
+
+
+def history(state: CampaignState) -> list[HistoryItem]:
+    """What became of each proposal, for the agent."""
+    items = []
+    for t in state.candidates:
+        p, j = t.proposal or {}, t.judged or {}
+        items.append(
+            HistoryItem(
+                trial=t.trial,
+                changes={k: tuple(v) for k, v in p.get("changes", {}).items()},
+                status=(t.finished or {}).get("status"),
+                decision=j.get("decision"),
+                gain=j.get("gain"),
+                reason=j.get("reason", ""),
+            )
+        )
+    return items
+
+
+def agent_view(
+    state: CampaignState,
+    incumbent: EffectiveConfig,
+    registry: Registry,
+    *,
+    forecast_s: float,
+    cores: int,
+) -> AgentView:
+    """What the agent may see: never the ledger, the forge or the registry file itself."""
+    assert state.params is not None
+    return AgentView(
+        framework=incumbent.framework,
+        incumbent=state.incumbent,
+        incumbent_values=incumbent.values,
+        profile=state.profiles.get(state.incumbent),
+        history=history(state),
+        layout_sources={
+            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
+        },
+        threshold=state.noise.threshold if state.noise else 0.03,
+        budget_left_s=state.params.budget_device_hours * 3600 - state.spent_device_seconds,
+        forecast_s=forecast_s,
+        cores=cores,
+    )

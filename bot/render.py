@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from bot.campaign_state import CampaignState
 from gate.budget import CampaignCost
 from gate.ledger import LedgerEvent
 from gate.models import GateReport, NoiseModel, TrialResult
@@ -196,26 +197,37 @@ def cost_comment(*, trial_s: float, status: str, spent_s: float, budget_h: float
     )
 
 
-def campaign_comment(
-    *,
-    campaign: str,
-    status_line: str,
-    noise: NoiseModel | None,
-    rows: list[tuple[str, str, str, str, str, str, str]],
-    spent_s: float,
-    budget_h: float,
-) -> str:
-    spent_h = spent_s / 3600
+def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
+    """The one campaign comment on the tuned pull request: trials, noise, budget."""
+    rows = []
+    for t in state.candidates:
+        judged, finished = t.judged or {}, t.finished or {}
+        score, gain = judged.get("score"), judged.get("gain")
+        cells = (
+            t.trial,
+            f"#{t.pr}" if t.pr else "-",
+            (t.proposal or {}).get("title", "").removeprefix("attune: "),
+            f"{score:,.0f}" if score else "-",
+            f"{gain:+.1%}" if gain is not None else "-",
+            judged.get("decision", "pending"),
+            f"{finished.get('device_seconds', 0.0):.1f}",
+        )
+        rows.append("| " + " | ".join(cells) + " |")
+    status = f"Stopped ({state.stopped['reason']})." if state.stopped else "Running."
+    best, noise = state.incumbent_score, state.noise
+    if best and noise:
+        status += f" Incumbent `{state.incumbent}`: {best / noise.mean:.2f}x the baseline."
+    spent_h = state.spent_device_seconds / 3600
     return CAMPAIGN_COMMENT.format(
-        campaign=campaign,
-        status_line=status_line,
+        campaign=state.campaign,
+        status_line=status,
         noise=(
             f"{noise.runs} runs, mean {noise.mean:,.0f} tokens/s/device, cv {noise.cv:.2%}, "
             f"threshold {noise.threshold:.2%}"
             if noise
             else "calibrating"
         ),
-        rows="\n".join("| " + " | ".join(r) + " |" for r in rows) or "| - | | | | | | |",
+        rows="\n".join(rows) or "| - | | | | | | |",
         spent_h=spent_h,
         budget_h=budget_h,
         left_h=max(0.0, budget_h - spent_h),
