@@ -114,6 +114,7 @@ class Campaign:
                 self.advance(pending[0].trial)
                 continue
             self.step(state)
+        self.update_campaign_comment()  # a bot killed right after stopping left it stale
         return self.state()
 
     def reconcile(self) -> None:
@@ -343,7 +344,9 @@ class Campaign:
                 self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
             )
         else:
-            self.forge.comment(record.pr, f"Closing: {record.judged['reason']}.")
+            self.forge.comment(
+                record.pr, f"Closing: {record.judged['reason']}.", marker=render.CLOSING_MARKER
+            )
             self.forge.close(record.pr)
             self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
             self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})

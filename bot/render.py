@@ -112,6 +112,7 @@ def cost_line(cost: CampaignCost) -> str:
 
 COST_MARKER = "attune:cost"
 CAMPAIGN_MARKER = "attune:campaign"
+CLOSING_MARKER = "attune:closing"
 
 CANDIDATE_BODY = """\
 ## Hypothesis
