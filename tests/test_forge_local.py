@@ -293,3 +293,12 @@ def test_pr_show_missing_is_one_line_exit_2(
     assert captured.err.count("\n") == 1
     assert "no pull request #7" in captured.err
     assert captured.out == ""
+
+
+def test_relative_root_works_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with LocalForge(Path("runs") / "forge") as forge:
+        pr = forge.open_tuned("recipes/r.yaml", "framework: embedded\n", "Tune r", "body")
+        assert forge.head_sha(pr.head) == pr.head_sha

@@ -78,7 +78,7 @@ class LocalForge:
     """
 
     def __init__(self, root: Path, *, create: bool = True) -> None:
-        self.root = Path(root)
+        self.root = Path(root).resolve()  # git runs with GIT_DIR set: relative paths break it
         self.repo = self.root / "repo"
         self.db_path = self.root / "forge.db"
         if not create and not (self.db_path.is_file() and (self.repo / ".git").is_dir()):
