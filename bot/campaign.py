@@ -186,7 +186,6 @@ class Campaign:
             self.stop("max_trials", [f"{params.max_trials} candidates tried"])
             return
         view = self.view(state)
-        self.progress.update(state, "propose", "asking the agent")
         decision = self.agent.decide(view, self.fingerprint_of(state), self.tried(state))
         if isinstance(decision, Stop):
             self.stop(decision.reason, decision.evidence)

@@ -8,4 +8,4 @@ from rich.console import Console
 
 # 120 columns when not on a terminal (CI logs, pipes): gate tables stay readable
 _WIDTH = None if sys.stdout.isatty() else 120
-console = Console(highlight=False, soft_wrap=False, width=_WIDTH)
+console = Console(highlight=False, soft_wrap=False, width=_WIDTH, log_path=False)

@@ -150,20 +150,22 @@ def main(argv: list[str] | None = None) -> int:
     # micro-batches is the mean over the global batch
     scale = 1.0 / (cfg.grad_accum_steps * world)
 
-    # profiled steps run after the benchmarked ones, so profiler overhead never enters a score
+    # profiled steps run after the benchmarked ones, and the profiler only starts then: even
+    # idle, a started profiler slows every operator, so it must not exist while we score
     prof, total_steps = None, args.steps
     if args.profile_dir is not None:
         total_steps += 1 + args.profile_steps
         args.profile_dir.mkdir(parents=True, exist_ok=True)
-        prof = profile(
-            activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=args.steps, warmup=1, active=args.profile_steps, repeat=1),
-        )
-        prof.start()
     metrics = args.metrics.open("a") if args.metrics and rank == 0 else None
 
     # --- loop ---
     for step in range(1, total_steps + 1):
+        if args.profile_dir is not None and step == args.steps + 1:
+            prof = profile(
+                activities=[ProfilerActivity.CPU],
+                schedule=schedule(wait=0, warmup=1, active=args.profile_steps, repeat=1),
+            )
+            prof.start()
         t0 = time.perf_counter()
         if step == fault_step:
             inject_fault(fault)
