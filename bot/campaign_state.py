@@ -70,6 +70,8 @@ class CampaignState(BaseModel):
     noise: NoiseModel | None = None
     profiles: dict[str, ProfileBreakdown] = Field(default_factory=dict)
     """Incumbent id -> its latest profile."""
+    profile_scores: dict[str, list[float]] = Field(default_factory=dict)
+    """Incumbent id -> scores of its profile runs (their scored steps precede profiling)."""
     incumbent: str = "baseline"
     """``baseline`` or the id of the last merged candidate."""
     stopped: dict[str, Any] | None = None
@@ -100,10 +102,15 @@ class CampaignState(BaseModel):
 
     @property
     def incumbent_score(self) -> float | None:
+        """The baseline's calibrated mean, or the mean of every run of the last winner (its
+        candidate run and the profile runs of it): one lucky run must not set the bar."""
         if self.incumbent == "baseline":
             return self.noise.mean if self.noise else None
         record = self.trials[self.incumbent]
-        return float(record.finished["score"]) if record.finished else None
+        if not record.finished or record.finished["score"] is None:
+            return None
+        scores = [float(record.finished["score"]), *self.profile_scores.get(self.incumbent, [])]
+        return sum(scores) / len(scores)
 
     @property
     def incumbent_recipe_text(self) -> str:
@@ -165,6 +172,8 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         if record.role == "profile" and profile:
             incumbent = state.profile_requests.get(record.trial, state.incumbent)
             state.profiles[incumbent] = ProfileBreakdown.model_validate(profile)
+            if p.get("score") is not None:
+                state.profile_scores.setdefault(incumbent, []).append(float(p["score"]))
     elif kind == "trial_judged":
         record.judged = p
     elif kind == "pr_merged":
