@@ -106,16 +106,23 @@ def open_campaign(
         )
 
 
+def open_ledger(workdir: Path) -> tuple[Ledger, str]:
+    """The ledger of the campaign in ``workdir`` and the campaign's name."""
+    if not (workdir / "ledger.db").exists():
+        raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
+    ledger = Ledger(workdir / "ledger.db")
+    campaigns = ledger.campaigns()
+    if not campaigns:
+        ledger.close()
+        raise AttuneError("the ledger holds no campaign", path=str(workdir / "ledger.db"))
+    return ledger, campaigns[0]
+
+
 def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None) -> Path:
     """Run or resume the campaign in ``workdir``; returns the report path. ``agent``
     replaces the one the campaign was opened with (for plugging in another implementation)."""
-    if not (workdir / "ledger.db").exists():
-        raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
-    with Ledger(workdir / "ledger.db") as ledger:
-        campaigns = ledger.campaigns()
-        if not campaigns:
-            raise AttuneError("the ledger holds no campaign", path=str(workdir / "ledger.db"))
-        name = campaigns[0]
+    ledger, name = open_ledger(workdir)
+    with ledger:
         opened = ledger.events(name)[0].payload
         recipe = parse_recipe(str(opened["recipe_text"]), path=str(opened["recipe_path"]))
         effective = get_adapter(recipe.framework).resolve(recipe)
@@ -204,12 +211,8 @@ def tune(
 
 def report(workdir: Path) -> int:
     """Rebuild the report from the ledger alone."""
-    if not (workdir / "ledger.db").exists():
-        raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
-    with Ledger(workdir / "ledger.db") as ledger:
-        campaigns = ledger.campaigns()
-        if not campaigns:
-            raise AttuneError("the ledger holds no campaign", path=str(workdir / "ledger.db"))
-        path = write_report(ledger.events(campaigns[0]), workdir)
+    ledger, name = open_ledger(workdir)
+    with ledger:
+        path = write_report(ledger.events(name), workdir)
     console.print(f"report: {path}")
     return 0
