@@ -57,7 +57,7 @@ class LiveProgress:
             table.add_row("threshold", f"{state.noise.threshold:.1%}")
         table.add_row("budget", f"{spent:.0f} of {budget:.0f} device-seconds spent")
         if self.live is not None:
-            self.live.update(table)
+            self.live.update(table, refresh=True)
         line = f"[{phase}] {detail}"
         if line != self.last:  # a log line per change, for logs and non-terminals
             console.log(line, markup=False)
