@@ -14,14 +14,15 @@ from typing import Any, Protocol
 
 from bot import render
 from bot.campaign_state import CampaignState, TrialRecord, agent_view, fold
-from bot.executor import LocalExecutor, Role
 from bot.interfaces import (
     Agent,
     AgentView,
     CheckResult,
+    Executor,
     Forge,
     ProfileRequest,
     Proposal,
+    Role,
     Stop,
 )
 from bot.recipe_edit import apply_changes
@@ -52,7 +53,7 @@ class Campaign:
         name: str,
         ledger: Ledger,
         forge: Forge,
-        executor: LocalExecutor,
+        executor: Executor,
         agent: Agent,
         registry: Registry,
         progress: Progress | None = None,

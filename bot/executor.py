@@ -8,10 +8,10 @@ restarted bot can pick up a launch it did not start (``finish`` with a stored ``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel
 
+from bot.interfaces import Role
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
 from gate.ledger import Ledger
@@ -21,8 +21,6 @@ from gate.registry import Registry
 from runners.adapter import get_adapter
 from runners.bench import Launch, collect, start_bench
 from runners.local import LocalBackend
-
-Role = Literal["calibration", "profile", "candidate"]
 
 
 class TrialOutcome(BaseModel):

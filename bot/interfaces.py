@@ -14,8 +14,10 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from gate.models import ProfileBreakdown
+from gate.budget import LaunchRefusal
+from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
 from runners.adapter import LaunchSpec
+from runners.bench import Launch
 from runners.local import RunHandle, RunOutcome
 
 PRState = Literal["open", "merged", "closed"]
@@ -112,6 +114,44 @@ class Backend(Protocol):
 
     def wait(self, handle: RunHandle) -> RunOutcome:
         """Block until the launch is over (also for a handle from an earlier bot process)."""
+
+
+Role = Literal["calibration", "profile", "candidate"]
+"""Why a trial runs."""
+
+
+class Executor(Protocol):
+    """Gate and bench trials, writing each transition to the ledger before acting on it."""
+
+    workdir: Path
+    """Where trial directories (logs, results, launch handles) live."""
+
+    def resolve(self, recipe: Recipe) -> EffectiveConfig: ...
+
+    def forecast(self, devices: int) -> float:
+        """Device-seconds the next trial is expected to cost."""
+
+    def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
+        """Budget and failed-rerun checks; a refusal is recorded."""
+
+    def gate(
+        self, trial: str, candidate: Recipe, *, baseline: EffectiveConfig
+    ) -> tuple[EffectiveConfig, GateReport]:
+        """The pre-launch gate, recorded as ``gate_checked``."""
+
+    def launch(
+        self,
+        trial: str,
+        role: Role,
+        recipe: Recipe,
+        effective: EffectiveConfig,
+        *,
+        profile: bool = False,
+    ) -> Launch:
+        """Record ``trial_started``, start the run, record its handle."""
+
+    def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
+        """Wait for the run (even one an earlier bot started) and charge it."""
 
 
 class Proposal(BaseModel):
