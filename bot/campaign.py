@@ -303,8 +303,12 @@ class Campaign:
                 if noise.beats(score, state.incumbent_score, state.noise):
                     reason = f"{gain:+.1%} beats the {state.noise.threshold:.1%} threshold"
                     verdict.update(decision="merge", reason=reason)
+                elif gain < 0:
+                    verdict.update(
+                        decision="close", reason=f"{gain:+.1%}: slower than the incumbent"
+                    )
                 else:
-                    reason = f"{gain:+.1%} is within the {state.noise.threshold:.1%} threshold"
+                    reason = f"{gain:+.1%} does not beat the {state.noise.threshold:.1%} threshold"
                     verdict.update(decision="close", reason=reason)
         self.ledger.append(self.name, "trial_judged", verdict)
         self.progress.update(

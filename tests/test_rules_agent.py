@@ -181,12 +181,12 @@ def test_stops_with_evidence_for_every_lever(registry: Registry) -> None:
             status="ok",
             decision="close",
             gain=0.01,
-            reason="+1.0% is within the 3.0% threshold",
+            reason="+1.0% does not beat the 3.0% threshold",
         ),
     ]
     partly = {**tuned, "attention": "math"}
     out = decide(view(registry, partly, history=lost), partly)
     assert isinstance(out, Stop)
     assert out.evidence == [
-        "attention=sdpa: already tried in c1: +1.0% is within the 3.0% threshold"
+        "attention=sdpa: already tried in c1: +1.0% does not beat the 3.0% threshold"
     ]
