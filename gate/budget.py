@@ -73,10 +73,6 @@ def spent_device_seconds(events: Iterable[LedgerEvent]) -> float:
     return sum((trial_charge(e) for e in _finished(events)), 0.0)
 
 
-device_seconds = spent_device_seconds
-"""Alias: the name the ledger section of the design uses for the same sum."""
-
-
 def forecast_device_seconds(events: Iterable[LedgerEvent], default: float) -> float:
     """Expected cost of the next trial.
 
