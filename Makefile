@@ -11,6 +11,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch==2.13.0 exactly (pinned in pyproject.toml): any looser spec downloads a CUDA build
 	$(BIN)/python -m pip install --quiet -e '.[workload,dev]'
+	# Megatron-LM's own argument validation for the gate: megatron-core 0.19 declares
+	# Python >= 3.12, but its cp311 wheel runs on 3.11 (typing.override comes from
+	# typing_extensions); it imports triton unconditionally
+	$(BIN)/python -m pip install --quiet triton typing_extensions
+	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python megatron-core==0.19.2
 	@touch $(STAMP)
 
 setup: $(STAMP)

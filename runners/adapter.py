@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +38,9 @@ class FrameworkAdapter(Protocol):
         Raises AttuneError naming the recipe file and key for bad input.
         """
 
+    def resolve_many(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig]:
+        """``resolve`` for several recipes at once (one framework import for all of them)."""
+
     def launch(
         self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
     ) -> LaunchSpec:
@@ -50,8 +53,12 @@ class FrameworkAdapter(Protocol):
 def get_adapter(framework: str, *, path: str | None = None) -> FrameworkAdapter:
     """The adapter for ``framework``; an unknown name is an AttuneError listing the known ones."""
     from runners.embedded.adapter import EmbeddedAdapter
+    from runners.megatron.adapter import MegatronAdapter
 
-    adapters: dict[str, FrameworkAdapter] = {"embedded": EmbeddedAdapter()}
+    adapters: dict[str, FrameworkAdapter] = {
+        "embedded": EmbeddedAdapter(),
+        "megatron": MegatronAdapter(),
+    }
     try:
         return adapters[framework]
     except KeyError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class EmbeddedAdapter:
             explicit=sorted([*body.config, *(f"env.{k}" for k in body.env)]),
             devices=cfg.data_parallel_size,
         )
+
+    def resolve_many(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig]:
+        return [self.resolve(r) for r in recipes]
 
     def launch(
         self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool

@@ -1,0 +1,1 @@
+"""Megatron-LM as a framework: recipe model, resolve worker and adapter."""
