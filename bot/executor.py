@@ -20,7 +20,7 @@ from gate.postlaunch import PostLaunchReport
 from gate.registry import Registry
 from runners.adapter import get_adapter
 from runners.bench import Launch, collect, start_bench
-from runners.local import LocalBackend
+from runners.local import Backend, LocalBackend
 
 
 class TrialOutcome(BaseModel):
@@ -50,7 +50,7 @@ class LocalExecutor:
         warmup: int,
         timeout_s: float = 600.0,
         default_forecast_s: float = 60.0,
-        backend: LocalBackend | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.ledger = ledger
         self.campaign = campaign
@@ -62,7 +62,7 @@ class LocalExecutor:
         self.timeout_s = timeout_s
         self.default_forecast_s = default_forecast_s
         """Forecast of a trial's device-seconds per device before any trial finished."""
-        self.backend = backend or LocalBackend()
+        self.backend: Backend = backend or LocalBackend()
 
     def resolve(self, recipe: Recipe) -> EffectiveConfig:
         return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)

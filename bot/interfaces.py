@@ -16,9 +16,8 @@ from pydantic import BaseModel, Field
 
 from gate.budget import LaunchRefusal
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
-from runners.adapter import LaunchSpec
 from runners.bench import Launch
-from runners.local import RunHandle, RunOutcome
+from runners.local import Backend as Backend  # defined beside the backends
 
 PRState = Literal["open", "merged", "closed"]
 
@@ -103,17 +102,6 @@ class Forge(Protocol):
 
     def diff(self, number: int) -> str:
         """Unified diff of the pull request (base...head)."""
-
-
-class Backend(Protocol):
-    """Where a launch runs. ``start`` returns at once; the handle survives the bot."""
-
-    name: str
-
-    def start(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunHandle: ...
-
-    def wait(self, handle: RunHandle) -> RunOutcome:
-        """Block until the launch is over (also for a handle from an earlier bot process)."""
 
 
 Role = Literal["calibration", "profile", "candidate"]

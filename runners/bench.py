@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
 from gate.throughput import tokens_per_second_per_device
 from runners.adapter import get_adapter
-from runners.local import LocalBackend, RunHandle, RunOutcome
+from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
 from runners.profile_trace import breakdown_from_trace
 
 DEFAULT_STEPS = 12
@@ -78,7 +78,7 @@ def start_bench(
     profile: bool = False,
     timeout_s: float = 600.0,
     effective: EffectiveConfig | None = None,
-    backend: LocalBackend | None = None,
+    backend: Backend | None = None,
 ) -> Launch:
     """Resolve and launch one benchmark trial; returns at once. Bad input raises AttuneError."""
     if warmup < 0 or steps <= warmup:
@@ -145,7 +145,7 @@ def run_bench(
     profile: bool = False,
     timeout_s: float = 600.0,
     effective: EffectiveConfig | None = None,
-    backend: LocalBackend | None = None,
+    backend: Backend | None = None,
 ) -> TrialResult:
     """Resolve, launch, wait, parse: one benchmark trial from allocation to release."""
     backend = backend or LocalBackend()

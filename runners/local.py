@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -41,6 +42,17 @@ class RunOutcome(BaseModel):
     stdout_path: str
     log_path: str
     """stderr of the launch: framework warnings and tracebacks."""
+
+
+class Backend(Protocol):
+    """Where a launch runs. ``start`` returns at once; the handle survives the bot."""
+
+    name: str
+
+    def start(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunHandle: ...
+
+    def wait(self, handle: RunHandle) -> RunOutcome:
+        """Block until the launch is over (also for a handle from an earlier bot process)."""
 
 
 class LocalBackend:
@@ -108,7 +120,3 @@ class LocalBackend:
             stdout_path=str(stdout),
             log_path=str(log),
         )
-
-    def run(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunOutcome:
-        """Start and wait: one launch from allocation to release."""
-        return self.wait(self.start(spec, workdir=workdir, timeout_s=timeout_s))

@@ -28,8 +28,6 @@ def test_demo_runs_a_campaign_and_shows_the_gate(
     kinds = [e.kind for e in events]
     assert kinds.count("noise_calibrated") == 1 and kinds[-1] == "campaign_stopped"
     assert kinds.count("trial_started") == kinds.count("trial_finished")
-    # the demo's semantic example is judged outside the campaign: nothing in the ledger ran it
-    assert all("grad-reduce" not in str(e.payload.get("recipe", "")) for e in events)
 
     # a second demo into the same directory refuses, and loses nothing
     before = (workdir / "ledger.db").read_bytes()
