@@ -27,6 +27,17 @@ class LaunchSpec(BaseModel):
     """Where the launch writes its profiler trace, when profiling."""
 
 
+class FrameworkKeys(BaseModel):
+    """Every configuration key a framework defines, as its own parser sees them."""
+
+    framework: str
+    version: str
+    """Version of the framework code that was inspected."""
+    keys: dict[str, str]
+    """Key -> where it is defined, ``path:line`` relative to the directory holding the
+    framework's top-level package (``megatron/training/arguments.py:2201``)."""
+
+
 class FrameworkAdapter(Protocol):
     """What attune needs from a training framework."""
 
@@ -48,6 +59,12 @@ class FrameworkAdapter(Protocol):
 
     def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
         """Per-step records from the launch's output; other lines are ignored."""
+
+    def keys(self) -> FrameworkKeys:
+        """Every key the framework's parser defines, for ``attune registry coverage``.
+
+        Keys that validation derives (not parser arguments) are not included.
+        """
 
 
 def get_adapter(framework: str, *, path: str | None = None) -> FrameworkAdapter:

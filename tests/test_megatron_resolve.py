@@ -10,7 +10,8 @@ from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import load_recipe
 from runners.adapter import get_adapter
-from runners.megatron.adapter import MegatronAdapter, worker_env
+from runners.megatron.adapter import MEGATRON_PATH_VAR, MegatronAdapter
+from runners.resolve_process import worker_env
 
 pytest.importorskip("megatron.core")
 
@@ -113,7 +114,7 @@ def test_worker_env_carries_no_secrets(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("ATTUNE_MEGATRON_PATH", str(tmp_path))
-    env = worker_env()
+    env = worker_env((MEGATRON_PATH_VAR,))
     assert set(env) <= {"PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH"}
     assert "ghp_secret" not in "".join(env.values())
     assert env["PYTHONPATH"].split(":")[0] == str(tmp_path)

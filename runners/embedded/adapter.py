@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, StepRecord
-from runners.adapter import LaunchSpec
-from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, validate_and_derive
+from runners.adapter import FrameworkKeys, LaunchSpec
+from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, WorkloadConfig, validate_and_derive
+from runners.source_lines import field_line, relative_to_package
 
 
 class EmbeddedRecipe(BaseModel):
@@ -112,3 +113,21 @@ class EmbeddedAdapter:
             except (ValueError, ValidationError):
                 continue  # a torn last line from a killed run
         return records
+
+    def keys(self) -> FrameworkKeys:
+        """``WorkloadConfig``'s fields and the environment variables the workload reads."""
+        package = Path(__file__).resolve().parents[1]
+        keys = {}
+        for name in WorkloadConfig.model_fields:
+            site = field_line(WorkloadConfig, name)
+            assert site is not None, name
+            keys[name] = f"{relative_to_package(site[0], package)}:{site[1]}"
+        config_py = Path(__file__).with_name("config.py")
+        env_line = next(
+            n
+            for n, text in enumerate(config_py.read_text().splitlines(), 1)
+            if text.startswith("ENV_READ =")
+        )
+        env_site = f"{relative_to_package(str(config_py), package)}:{env_line}"
+        keys.update({f"env.{var}": env_site for var in ENV_READ})
+        return FrameworkKeys(framework=self.name, version=WORKLOAD_VERSION, keys=keys)

@@ -8,11 +8,7 @@ GPU backend.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +16,9 @@ from pydantic import ValidationError
 
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, StepRecord
-from runners.adapter import LaunchSpec
+from runners.adapter import FrameworkKeys, LaunchSpec
 from runners.megatron.recipe import MegatronRecipe
+from runners.resolve_process import run_worker
 
 MEGATRON_PATH_VAR = "ATTUNE_MEGATRON_PATH"
 """Directory of a Megatron-LM checkout to resolve with, instead of the installed megatron-core."""
@@ -31,31 +28,6 @@ INSTALL_HINT = (
     "--ignore-requires-python megatron-core==0.19.2) or set ATTUNE_MEGATRON_PATH to a "
     "Megatron-LM checkout"
 )
-
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL")
-"""The only variables of the caller's environment the worker sees (besides PYTHONPATH)."""
-
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-WORKER_TIMEOUT_S = 300.0
-
-
-def worker_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: PATH, HOME, LANG, LC_ALL and PYTHONPATH, nothing else.
-
-    PYTHONPATH is the Megatron checkout from ATTUNE_MEGATRON_PATH (when set), then this
-    repository, then the caller's PYTHONPATH. Tokens, keys and cloud credentials stay behind.
-    """
-    source = os.environ if environ is None else environ
-    env = {k: source[k] for k in _PASSED_ENV if k in source}
-    paths = []
-    megatron_path = source.get(MEGATRON_PATH_VAR)
-    if megatron_path:
-        paths.append(megatron_path)
-    paths.append(str(_REPO_ROOT))
-    if source.get("PYTHONPATH"):
-        paths.append(source["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
 
 
 def flag_dest(token: str) -> str | None:
@@ -80,29 +52,15 @@ def _parse_body(recipe: Recipe) -> MegatronRecipe:
         raise AttuneError(msg.lower(), path=recipe.path, key=key) from None
 
 
-def _run_worker(request: dict[str, Any]) -> dict[str, Any]:
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "runners.megatron.resolve_worker"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            env=worker_env(),
-            cwd=_REPO_ROOT,
-            timeout=WORKER_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise AttuneError(
-            f"Megatron resolve worker timed out after {WORKER_TIMEOUT_S:g} s"
-        ) from None
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        if "No module named 'megatron" in proc.stderr:
-            raise AttuneError(f"Megatron is not importable: {INSTALL_HINT}")
-        raise AttuneError(f"Megatron resolve worker failed: {tail[0]}")
-    answer: dict[str, Any] = json.loads(proc.stdout)
-    return answer
+def _ask_worker(request: dict[str, Any]) -> dict[str, Any]:
+    return run_worker(
+        "runners.megatron.resolve_worker",
+        request,
+        label="Megatron",
+        missing_module="megatron",
+        install_hint=INSTALL_HINT,
+        extra_path_vars=(MEGATRON_PATH_VAR,),
+    )
 
 
 class MegatronAdapter:
@@ -129,7 +87,7 @@ class MegatronAdapter:
                 for b in bodies
             ]
         }
-        answer = _run_worker(request)
+        answer = _ask_worker(request)
         version = str(answer["version"])
         configs = []
         for recipe, body, result in zip(recipes, bodies, answer["results"], strict=True):
@@ -165,3 +123,9 @@ class MegatronAdapter:
     def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
         """Not implemented yet (nothing launches Megatron); no records."""
         return []
+
+    def keys(self) -> FrameworkKeys:
+        """Every dest of Megatron's parser and the line defining it (a config dataclass field
+        for the arguments ``ArgumentGroupFactory`` builds)."""
+        answer = _ask_worker({"keys": True})
+        return FrameworkKeys(framework=self.name, version=answer["version"], keys=answer["keys"])

@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
+import linecache
 import os
 import sys
 import typing
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+from runners.source_lines import field_line, relative_to_package
+from runners.worker_support import json_safe, one_line, pinned
 
 
 def _provide_override() -> None:
@@ -29,38 +34,6 @@ def _provide_override() -> None:
         import typing_extensions
 
         typing.override = typing_extensions.override  # type: ignore[attr-defined]
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with tuples as lists and anything JSON cannot hold (dtypes, enums) as str."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    return str(value)
-
-
-def one_line(exc: BaseException) -> str:
-    """A one-line message for ``exc``."""
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
-@contextlib.contextmanager
-def _pinned(env: dict[str, str], argv: list[str]) -> Iterator[None]:
-    """``os.environ`` and ``sys.argv`` set to ``env`` / ``argv``, restored on exit."""
-    saved_env = dict(os.environ)
-    saved_argv = sys.argv
-    os.environ.update(env)
-    sys.argv = argv
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.argv = saved_argv
 
 
 class _ArgparseError(Exception):
@@ -89,7 +62,7 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
     argv = ["pretrain_gpt.py", *recipe["args"]]
     stderr = sys.stderr
     try:
-        with _pinned(env, argv), contextlib.redirect_stdout(stderr):
+        with pinned(env, argv), contextlib.redirect_stdout(stderr):
             # validate_args looks the probe up as the module global imported at
             # megatron/training/arguments.py:34 (``from megatron.training.utils import (...
             # get_device_arch_version``) and calls it at lines 1414, 1444 and 1484
@@ -138,16 +111,81 @@ def _argparse_message(text: str) -> str:
     return ""
 
 
+def _definition_site(frame: Any, dest: str) -> tuple[str, int]:
+    """Where the argument ``dest`` that ``frame`` is adding is defined.
+
+    Arguments built from a config dataclass by ``ArgumentGroupFactory.build_group``
+    (megatron/training/argument_utils.py) are defined by the dataclass field; the others by the
+    ``add_argument`` call, or by its ``dest=`` line when the call spans several lines.
+    """
+    factory = frame.f_locals.get("self")
+    attr = frame.f_locals.get("attr")
+    if frame.f_code.co_name == "build_group" and factory is not None and attr is not None:
+        site = field_line(factory.src_cfg_class, attr.name)
+        if site is not None:
+            return site
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    lines = linecache.getlines(path)
+    for offset in range(12):
+        text = lines[line - 1 + offset] if line - 1 + offset < len(lines) else ""
+        if f"dest='{dest}'" in text or f'dest="{dest}"' in text:
+            return path, line + offset
+    return path, line
+
+
+def definition_sites(arguments: Any) -> dict[str, tuple[str, int]]:
+    """Every dest of Megatron's parser and the source line that defines it."""
+    sites: dict[str, tuple[str, int]] = {}
+    original = argparse._ActionsContainer.add_argument
+
+    def recording(container: Any, *args: Any, **kwargs: Any) -> Any:
+        action = original(container, *args, **kwargs)
+        frame = sys._getframe(1)
+        sites.setdefault(action.dest, _definition_site(frame, action.dest))
+        return action
+
+    argparse._ActionsContainer.add_argument = recording  # type: ignore[method-assign,assignment]
+    try:
+        arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+    finally:
+        argparse._ActionsContainer.add_argument = original  # type: ignore[method-assign]
+    sites.pop("help", None)
+    return sites
+
+
+def _installed_wheel() -> bool:
+    """Whether ``megatron`` comes from an installed wheel rather than a git checkout."""
+    spec = importlib.util.find_spec("megatron")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return any(
+        part in ("site-packages", "dist-packages") for loc in locations for part in Path(loc).parts
+    )
+
+
 def main() -> int:
     request = json.load(sys.stdin)
     _provide_override()
+    if _installed_wheel():
+        # megatron/core/package_info.py appends ``git rev-parse HEAD`` run beside its own file;
+        # inside a virtualenv that is the enclosing repository's commit, not Megatron's.
+        os.environ["NO_VCS_VERSION"] = "1"
     with contextlib.redirect_stdout(sys.stderr):
+        import megatron  # type: ignore[import-untyped]
         import megatron.core  # type: ignore[import-untyped]
         from megatron.training import arguments  # type: ignore[import-untyped]
 
         dests = option_dests(arguments)
-    results = [resolve_one(arguments, recipe, dests) for recipe in request["recipes"]]
-    answer = {"version": str(megatron.core.__version__), "results": results}
+    version = str(megatron.core.__version__)
+    if request.get("keys"):
+        package = Path(megatron.__path__[0])
+        keys = {
+            dest: f"{relative_to_package(path, package)}:{line}"
+            for dest, (path, line) in sorted(definition_sites(arguments).items())
+        }
+        answer: dict[str, Any] = {"version": version, "keys": keys}
+    else:
+        results = [resolve_one(arguments, recipe, dests) for recipe in request["recipes"]]
+        answer = {"version": version, "results": results}
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
     return 0
