@@ -21,6 +21,7 @@ import linecache
 import os
 import sys
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,35 +53,48 @@ def explicit_dests(argv: list[str], dests: dict[str, str]) -> list[str]:
     return sorted(found - {"help"})
 
 
+@contextlib.contextmanager
+def _pinned_gpu(arguments: Any, major: int, minor: int) -> Iterator[None]:
+    """The declared GPU architecture answers validation's probes; no GPU is looked at.
+
+    validate_args (megatron-core 0.19.2) probes twice: ``get_device_arch_version()``, the module
+    global imported at megatron/training/arguments.py:34 and called at lines 1414, 1444 and 1484
+    (TP/CP/FSDP checks), and ``torch.cuda.get_device_capability()`` at line 1339 (grouped GEMM).
+    """
+    cuda = arguments.torch.cuda
+    saved = arguments.get_device_arch_version, cuda.get_device_capability
+    arguments.get_device_arch_version = lambda: major
+    cuda.get_device_capability = lambda device=None: (major, minor)
+    try:
+        yield
+    finally:
+        arguments.get_device_arch_version, cuda.get_device_capability = saved
+
+
 def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -> dict[str, Any]:
     """Resolve one recipe with Megatron's ``arguments`` module; errors become ``{"error"}``."""
     world_size = int(recipe["world_size"])
     arch = str(recipe["gpu_arch"])
-    major = int(arch[2:-1])
+    major, minor = int(arch[2:-1]), int(arch[-1])
     declared: dict[str, str] = dict(recipe.get("env", {}))
     env = {**declared, "WORLD_SIZE": str(world_size), "RANK": "0", "LOCAL_RANK": "0"}
     argv = ["pretrain_gpt.py", *recipe["args"]]
     stderr = sys.stderr
     try:
-        with pinned(env, argv), contextlib.redirect_stdout(stderr):
-            # validate_args looks the probe up as the module global imported at
-            # megatron/training/arguments.py:34 (``from megatron.training.utils import (...
-            # get_device_arch_version``) and calls it at lines 1414, 1444 and 1484
-            # (megatron-core 0.19.2); pin it to the declared architecture, with no GPU probed.
-            saved_probe = arguments.get_device_arch_version
-            arguments.get_device_arch_version = lambda: major
+        with (
+            pinned(env, argv),
+            contextlib.redirect_stdout(stderr),
+            _pinned_gpu(arguments, major, minor),
+        ):
+            capture = io.StringIO()
             try:
-                capture = io.StringIO()
-                try:
-                    with contextlib.redirect_stderr(capture):
-                        args = arguments.parse_args()
-                except SystemExit as exc:
-                    message = _argparse_message(capture.getvalue()) or f"exit {exc.code}"
-                    raise _ArgparseError(message) from None
-                stderr.write(capture.getvalue())
-                arguments.validate_args(args)
-            finally:
-                arguments.get_device_arch_version = saved_probe
+                with contextlib.redirect_stderr(capture):
+                    args = arguments.parse_args()
+            except SystemExit as exc:
+                message = _argparse_message(capture.getvalue()) or f"exit {exc.code}"
+                raise _ArgparseError(message) from None
+            stderr.write(capture.getvalue())
+            arguments.validate_args(args)
     except _ArgparseError as exc:
         return {"error": f"args: {one_line(exc)}"}
     except (AssertionError, ValueError, TypeError, RuntimeError, SystemExit) as exc:
