@@ -3,6 +3,7 @@
 attune demo
 attune bench examples/ported-gpt.yaml --steps 16 --warmup 4 --out result.json
 attune gate check examples/ported-gpt.yaml examples/candidates/threads-2.yaml --json
+attune registry coverage --framework megatron
 attune ledger verify --ledger runs/demo-.../ledger.db
 """
 
@@ -64,6 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("candidate", type=Path)
     check.add_argument("--json", action="store_true", dest="as_json")
     check.add_argument("--registry", type=Path, help="registry directory (default: registry/)")
+
+    registry = sub.add_parser("registry", help="the key registry")
+    registry_sub = registry.add_subparsers(dest="registry_command", required=True)
+    cov = registry_sub.add_parser(
+        "coverage", help="parser keys the registry misses, and registry keys the parser lacks"
+    )
+    cov.add_argument("--framework", required=True, help="embedded, megatron or torchtitan")
+    cov.add_argument("--registry", type=Path, help="registry directory (default: registry/)")
+    cov.add_argument("--json", action="store_true", dest="as_json")
 
     ledger = sub.add_parser("ledger", help="the append-only cost ledger")
     ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)
@@ -133,6 +143,10 @@ def dispatch(args: argparse.Namespace) -> int:
         return gate_check(
             args.baseline, args.candidate, as_json=args.as_json, registry_dir=args.registry
         )
+    if args.command == "registry":
+        from bot.commands.registry import registry_coverage
+
+        return registry_coverage(args.framework, registry_dir=args.registry, as_json=args.as_json)
     if args.command == "pr":
         from bot.commands.pr import pr_list, pr_show
 

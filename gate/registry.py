@@ -94,32 +94,83 @@ class Entry(BaseModel):
         return v
 
 
-class RegistryFile(BaseModel):
-    """Schema of one file in ``registry/``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    framework: str
-    versions: str
-    """Version specifier the classifications hold for, e.g. ``>=0.19,<0.20``."""
-    description: str = ""
-    keys: dict[str, Entry]
-    """Exact keys, or fnmatch patterns such as ``env.TORCHINDUCTOR_*``."""
-
-    @field_validator("versions")
-    @classmethod
-    def _spec(cls, v: str) -> str:
+def _specifier(v: str | None) -> str | None:
+    if v is not None:
         try:
             SpecifierSet(v)
         except InvalidSpecifier as exc:
             raise ValueError(f"not a version specifier: {v!r}") from exc
-        return v
+    return v
+
+
+def _in_range(version: str, specifier: str) -> bool:
+    try:
+        return Version(version) in SpecifierSet(specifier)
+    except InvalidVersion:
+        return False
+
+
+class KnownBug(BaseModel):
+    """A framework bug that makes changing some keys unsafe in some versions.
+
+    Any change of a matching key, in a version the bug covers, is judged ``known_bug``
+    (rejected), whatever the classification file says.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    versions: str
+    """Affected versions, e.g. ``<0.16``."""
+    keys: list[str] = Field(min_length=1)
+    """Keys (or fnmatch patterns) whose change can trigger the bug."""
+    reason: str = Field(min_length=1)
+    """What goes wrong."""
+    source: str
+    """``path:line@version`` of the code the bug lives in (or its fix)."""
+    fixed_by: str = ""
+    """The upstream change that fixed it."""
+    if_: Condition | None = Field(None, alias="if")
+    """When given, the bug applies only if this holds for the baseline or the candidate."""
+
+    _versions = field_validator("versions")(_specifier)
+
+    @field_validator("source")
+    @classmethod
+    def _source_format(cls, v: str) -> str:
+        return Entry._source_format(v)
+
+    def matches(self, key: str) -> bool:
+        return any(fnmatch.fnmatchcase(key, pattern) for pattern in self.keys)
+
+
+class RegistryFile(BaseModel):
+    """Schema of one file in ``registry/``: classifications (``keys``) for a version range,
+    and/or ``known_bugs``, each with its own affected versions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    framework: str
+    versions: str | None = None
+    """Version specifier the classifications hold for, e.g. ``>=0.19,<0.20``."""
+    description: str = ""
+    keys: dict[str, Entry] = Field(default_factory=dict)
+    """Exact keys, or fnmatch patterns such as ``env.TORCHINDUCTOR_*``."""
+    known_bugs: dict[str, KnownBug] = Field(default_factory=dict)
+    """Bug id -> bug."""
+
+    _versions = field_validator("versions")(_specifier)
+
+    @model_validator(mode="after")
+    def _has_content(self) -> RegistryFile:
+        if not self.keys and not self.known_bugs:
+            raise ValueError("a registry file needs keys or known_bugs")
+        if self.keys and self.versions is None:
+            raise ValueError("a file with keys needs versions (e.g. '>=0.19,<0.20')")
+        return self
 
     def covers(self, version: str) -> bool:
-        try:
-            return Version(version) in SpecifierSet(self.versions)
-        except InvalidVersion:
-            return False
+        """Whether this file's classifications hold for ``version``."""
+        return bool(self.keys) and self.versions is not None and _in_range(version, self.versions)
 
 
 class Classification(BaseModel):
@@ -131,9 +182,13 @@ class Classification(BaseModel):
 class Registry:
     """A loaded registry file: looks keys up and applies conditions."""
 
-    def __init__(self, data: RegistryFile, path: Path) -> None:
+    def __init__(
+        self, data: RegistryFile, path: Path, bugs: dict[str, KnownBug] | None = None
+    ) -> None:
         self.data = data
         self.path = path
+        self.bugs = bugs or {}
+        """Known bugs that affect the version this registry was loaded for."""
         self._patterns = {k: e for k, e in data.keys.items() if any(c in k for c in "*?[")}
 
     def entry(self, key: str) -> Entry | None:
@@ -147,6 +202,16 @@ class Registry:
     def classify(
         self, key: str, baseline: EffectiveConfig, candidate: EffectiveConfig
     ) -> Classification:
+        for bug_id, bug in self.bugs.items():
+            if bug.matches(key) and (
+                bug.if_ is None or bug.if_.holds(baseline) or bug.if_.holds(candidate)
+            ):
+                fix = f" (fixed by {bug.fixed_by})" if bug.fixed_by else ""
+                return Classification(
+                    key_class="known_bug",
+                    reason=f"{bug_id}: {bug.reason}{fix}",
+                    source=bug.source,
+                )
         entry = self.entry(key)
         if entry is None:
             return Classification(
@@ -204,8 +269,6 @@ def load_file(path: Path) -> Registry:
         raise AttuneError(
             f"invalid registry entry: {err['msg']}", path=str(path), key=_location(dict(err))
         ) from None
-    if not data.keys:
-        raise AttuneError("registry has no keys", path=str(path))
     return Registry(data, path)
 
 
@@ -223,4 +286,11 @@ def load_registry(framework: str, version: str, directory: Path | None = None) -
     if len(matching) > 1:
         names = ", ".join(r.path.name for r in matching)
         raise AttuneError(f"several registries cover {framework} {version}: {names}")
-    return matching[0]
+    bugs = {
+        bug_id: bug
+        for r in loaded
+        if r.data.framework == framework
+        for bug_id, bug in r.data.known_bugs.items()
+        if _in_range(version, bug.versions)
+    }
+    return Registry(matching[0].data, matching[0].path, bugs)

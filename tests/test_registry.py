@@ -63,7 +63,19 @@ def write(tmp_path: Path, text: str) -> Path:
             "keys: {a: {class: layout, reason: r, source: f.py:1}}\n",
             r"versions: invalid registry entry",
         ),
-        ("framework: x\nversions: '==1'\nkeys: {}\n", r"registry has no keys"),
+        ("framework: x\nversions: '==1'\nkeys: {}\n", r"needs keys or known_bugs"),
+        (
+            "framework: x\nkeys: {a: {class: layout, reason: r, source: f.py:1}}\n",
+            r"a file with keys needs versions",
+        ),
+        (
+            "framework: x\nknown_bugs: {b: {versions: '<1', keys: [a], reason: r, source: f}}\n",
+            r"known_bugs\.b\.source: invalid registry entry: .*path/to/file\.py:123",
+        ),
+        (
+            "framework: x\nknown_bugs: {b: {versions: 'old', keys: [a], reason: r, source: f:1}}\n",
+            r"known_bugs\.b\.versions: invalid registry entry: .*not a version specifier",
+        ),
         ("framework: x\nversions: '==1'\nkeys: [\n", r"malformed registry YAML"),
         (
             "framework: x\nversions: '==1'\nkeys:\n  a: {class: layout, reason: r, source: f.py:1,"

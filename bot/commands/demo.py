@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bot.commands.gate_check import resolve
+from bot.commands.gate_check import resolve_pair
 from bot.commands.tune import open_campaign, run_campaign
 from bot.console import console
 from bot.render import gate_table, verdict_line
@@ -44,7 +44,7 @@ def demo(
     report = run_campaign(workdir)
 
     console.rule("[bold]the gate on a change that looks like layout")
-    baseline, candidate = resolve(BASELINE), resolve(SEMANTIC_CANDIDATE)
+    baseline, candidate = resolve_pair(BASELINE, SEMANTIC_CANDIDATE)
     verdict = judge(baseline, candidate, load_registry("embedded", baseline.framework_version))
     console.print(gate_table(verdict, title=f"attune gate check: {SEMANTIC_CANDIDATE.name}"))
     console.print(verdict_line(verdict) + ": never launched, nothing charged")

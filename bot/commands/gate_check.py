@@ -16,22 +16,25 @@ from gate.registry import load_registry
 from runners.adapter import get_adapter
 
 
-def resolve(path: Path) -> EffectiveConfig:
-    recipe = load_recipe(path)
-    return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
-
-
-def gate_check(
-    baseline_path: Path, candidate_path: Path, *, as_json: bool, registry_dir: Path | None
-) -> int:
-    """Exit 0 for allow and review, 1 for reject; bad input raises AttuneError (exit 2)."""
-    baseline, candidate = resolve(baseline_path), resolve(candidate_path)
+def resolve_pair(baseline_path: Path, candidate_path: Path) -> tuple[EffectiveConfig, ...]:
+    """Both recipes resolved by one adapter call (one framework import for the pair)."""
+    baseline, candidate = load_recipe(baseline_path), load_recipe(candidate_path)
+    adapter = get_adapter(baseline.framework, path=baseline.path)
+    get_adapter(candidate.framework, path=candidate.path)  # an unknown name is its own error
     if baseline.framework != candidate.framework:
         raise AttuneError(
             f"framework {candidate.framework!r} differs from the baseline's {baseline.framework!r}",
             path=str(candidate_path),
             key="framework",
         )
+    return tuple(adapter.resolve_many([baseline, candidate]))
+
+
+def gate_check(
+    baseline_path: Path, candidate_path: Path, *, as_json: bool, registry_dir: Path | None
+) -> int:
+    """Exit 0 for allow and review, 1 for reject; bad input raises AttuneError (exit 2)."""
+    baseline, candidate = resolve_pair(baseline_path, candidate_path)
     registry = load_registry(baseline.framework, baseline.framework_version, registry_dir)
     report = judge(baseline, candidate, registry)
     if as_json:
