@@ -33,7 +33,8 @@ class Condition(BaseModel):
 
     - ``unpinned: KEY``: the recipe did not set KEY itself (validation derived it);
     - ``key: KEY`` with ``is_set: true|false``: KEY's value is (not) null;
-    - ``key: KEY`` with ``in: [values]``: KEY's value is one of these.
+    - ``key: KEY`` with ``in: [values]``: KEY's value is one of these;
+    - ``all: [conditions]``: every one of them holds (on the same config).
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -42,17 +43,25 @@ class Condition(BaseModel):
     key: str | None = None
     is_set: bool | None = None
     in_: list[Any] | None = Field(None, alias="in")
+    all_: list[Condition] | None = Field(None, alias="all", min_length=1)
 
     @model_validator(mode="after")
     def _one_form(self) -> Condition:
-        forms = [self.unpinned is not None, self.is_set is not None, self.in_ is not None]
+        forms = [
+            self.unpinned is not None,
+            self.is_set is not None,
+            self.in_ is not None,
+            self.all_ is not None,
+        ]
         if sum(forms) != 1:
-            raise ValueError("use exactly one of: unpinned, key + is_set, key + in")
+            raise ValueError("use exactly one of: unpinned, key + is_set, key + in, all")
         if (self.is_set is not None or self.in_ is not None) and not self.key:
             raise ValueError("is_set and in need a key")
         return self
 
     def holds(self, cfg: EffectiveConfig) -> bool:
+        if self.all_ is not None:
+            return all(c.holds(cfg) for c in self.all_)
         if self.unpinned is not None:
             return self.unpinned not in cfg.explicit
         value = cfg.flat().get(self.key or "")

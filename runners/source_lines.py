@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import re
 from pathlib import Path
 
 
@@ -44,3 +45,68 @@ def field_line(cls: type, name: str) -> tuple[str, int] | None:
 def relative_to_package(file: str, package_dir: Path) -> str:
     """``file`` relative to the directory that holds the top-level package ``package_dir``."""
     return Path(file).resolve().relative_to(package_dir.resolve().parent).as_posix()
+
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+_DISTRIBUTIONS = {"megatron": "megatron-core", "torchtitan": "torchtitan", "torch": "torch"}
+"""Top-level package -> the distribution whose version ``@version`` sources name."""
+
+
+def locate_source(source: str) -> tuple[Path, int] | None:
+    """The file and line a registry ``source`` (``path:line[@version]``) points at.
+
+    Paths of this repository are relative to its root; others to the directory holding an
+    installed framework package. None when that package is missing, or installed at another
+    version than the source names (its lines cannot be checked here).
+    """
+    import importlib.metadata
+    import importlib.util
+
+    location, _, version = source.partition("@")
+    path, _, line = location.rpartition(":")
+    if (_REPO_ROOT / path).is_file():
+        return _REPO_ROOT / path, int(line)
+    top = path.split("/", 1)[0]
+    spec = importlib.util.find_spec(top) if top.isidentifier() else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    if version:
+        try:
+            installed = importlib.metadata.version(_DISTRIBUTIONS.get(top, top))
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        if installed.split("+")[0] != version:
+            return None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    return package.parent / path, int(line)
+
+
+def _squash(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def mentions(text: str, key: str) -> bool:
+    """Whether a source line names ``key``'s last dotted part as a whole identifier, ignoring
+    case, ``_`` and ``-`` (``--num-layers`` names ``num_layers``). For ``env.`` patterns the
+    fixed prefix must start an identifier (``env.NCCL_*`` is named by ``NCCL_PROTO``)."""
+    name = key.removeprefix("env.").rsplit(".", 1)[-1]
+    prefix, wildcard = name.split("*", 1)[0].split("?", 1)[0], any(c in name for c in "*?[")
+    words = [_squash(w) for w in re.findall(r"[A-Za-z0-9_-]+", text)]
+    if wildcard:
+        return bool(_squash(prefix)) and any(w.startswith(_squash(prefix)) for w in words)
+    return _squash(name) in words
+
+
+def source_problem(key: str, source: str) -> str | None:
+    """Why ``source`` does not point at ``key`` (None when it does, or cannot be checked)."""
+    located = locate_source(source)
+    if located is None:
+        return None
+    path, line = located
+    lines = path.read_text().splitlines()
+    if not 1 <= line <= len(lines):
+        return f"{key}: {source} is past the end of the file ({len(lines)} lines)"
+    text = lines[line - 1]
+    if not mentions(text, key):
+        return f"{key}: {source} reads {text.strip()!r}"
+    return None

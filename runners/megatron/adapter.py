@@ -73,6 +73,16 @@ class MegatronAdapter:
 
     def resolve_many(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig]:
         """Resolve ``recipes`` in one worker process; the first failing one is an AttuneError."""
+        configs = []
+        for outcome in self.resolve_each(recipes):
+            if isinstance(outcome, AttuneError):
+                raise outcome
+            configs.append(outcome)
+        return configs
+
+    def resolve_each(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig | AttuneError]:
+        """Resolve ``recipes`` in one worker process: a config, or the error naming the recipe,
+        for each. A malformed recipe body still raises at once (nothing is resolved)."""
         bodies = [_parse_body(r) for r in recipes]
         if not bodies:
             return []
@@ -89,20 +99,20 @@ class MegatronAdapter:
         }
         answer = _ask_worker(request)
         version = str(answer["version"])
-        configs = []
+        outcomes: list[EffectiveConfig | AttuneError] = []
         for recipe, body, result in zip(recipes, bodies, answer["results"], strict=True):
             if "error" in result:
                 message = str(result["error"])
                 key, sep, rest = message.partition(": ")
-                if key == "args" and sep:
-                    raise AttuneError(rest, path=recipe.path, key="args")
-                raise AttuneError(message, path=recipe.path, key="args")
+                text = rest if key == "args" and sep else message
+                outcomes.append(AttuneError(text, path=recipe.path, key="args"))
+                continue
             dests = result.get("explicit")
             if dests is None:
                 dests = [d for d in (flag_dest(t) for t in body.args) if d is not None]
             explicit = set(dests)
             explicit.update(f"env.{k}" for k in body.env)
-            configs.append(
+            outcomes.append(
                 EffectiveConfig(
                     framework=self.name,
                     framework_version=version,
@@ -112,7 +122,7 @@ class MegatronAdapter:
                     devices=body.total_devices,
                 )
             )
-        return configs
+        return outcomes
 
     def launch(
         self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool

@@ -108,6 +108,19 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
         values["num_microbatches"] = int(values["global_batch_size"]) // (
             int(values["micro_batch_size"]) * dp
         )
+    if values.get("padded_vocab_size") is None and values.get("tokenizer_type") == "NullTokenizer":
+        # The tokenizer pads the vocabulary to a multiple of make_vocab_size_divisible_by x TP
+        # when it is built (megatron/core/tokenizers/utils/build_tokenizer.py:143), after
+        # validation: a TP change can add dummy output rows, which enter the softmax. Derived
+        # here with Megatron's own function when the size is known without a tokenizer file
+        # (NullTokenizer's vocabulary is --vocab-size); otherwise it stays unset.
+        from megatron.core.tokenizers.utils.build_tokenizer import (  # type: ignore[import-untyped]
+            vocab_size_with_padding,
+        )
+
+        values["padded_vocab_size"] = vocab_size_with_padding(
+            int(values["vocab_size"]), args, logging_enabled=False
+        )
     # The effective env is the recipe's env: the launch inherits nothing else, so whatever
     # CUDA_DEVICE_MAX_CONNECTIONS / NVTE_* / NCCL_* Megatron, TE and NCCL read is declared there.
     return {
@@ -125,12 +138,13 @@ def _argparse_message(text: str) -> str:
     return ""
 
 
-def _definition_site(frame: Any, dest: str) -> tuple[str, int]:
-    """Where the argument ``dest`` that ``frame`` is adding is defined.
+def _definition_site(frame: Any, action: argparse.Action) -> tuple[str, int]:
+    """Where the argument ``action`` that ``frame`` is adding is defined.
 
     Arguments built from a config dataclass by ``ArgumentGroupFactory.build_group``
     (megatron/training/argument_utils.py) are defined by the dataclass field; the others by the
-    ``add_argument`` call, or by its ``dest=`` line when the call spans several lines.
+    ``add_argument`` call: the line of the call that names the dest (``dest='fp8'``) or, failing
+    that, the first one that names an option string.
     """
     factory = frame.f_locals.get("self")
     attr = frame.f_locals.get("attr")
@@ -138,13 +152,16 @@ def _definition_site(frame: Any, dest: str) -> tuple[str, int]:
         site = field_line(factory.src_cfg_class, attr.name)
         if site is not None:
             return site
-    path, line = frame.f_code.co_filename, frame.f_lineno
-    lines = linecache.getlines(path)
-    for offset in range(12):
-        text = lines[line - 1 + offset] if line - 1 + offset < len(lines) else ""
-        if f"dest='{dest}'" in text or f'dest="{dest}"' in text:
-            return path, line + offset
-    return path, line
+    path, first = frame.f_code.co_filename, frame.f_lineno
+    call = linecache.getlines(path)[first - 1 : first + 11]
+    dest_forms = (f"dest='{action.dest}'", f'dest="{action.dest}"')
+    for offset, text in enumerate(call):
+        if any(form in text for form in dest_forms):
+            return path, first + offset
+    for offset, text in enumerate(call):
+        if any(f"'{opt}'" in text or f'"{opt}"' in text for opt in action.option_strings):
+            return path, first + offset
+    return path, first
 
 
 def definition_sites(arguments: Any) -> dict[str, tuple[str, int]]:
@@ -155,7 +172,7 @@ def definition_sites(arguments: Any) -> dict[str, tuple[str, int]]:
     def recording(container: Any, *args: Any, **kwargs: Any) -> Any:
         action = original(container, *args, **kwargs)
         frame = sys._getframe(1)
-        sites.setdefault(action.dest, _definition_site(frame, action.dest))
+        sites.setdefault(action.dest, _definition_site(frame, action))
         return action
 
     argparse._ActionsContainer.add_argument = recording  # type: ignore[method-assign,assignment]
