@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from bot.campaign_state import CampaignState
@@ -22,10 +23,11 @@ def _value(v: Any) -> str:
 
 def gate_table(report: GateReport, title: str = "") -> Table:
     table = Table(title=title or None, title_justify="left")
-    for col in ("key", "baseline", "candidate", "class"):
-        table.add_column(col, overflow="fold")
-    table.add_column("reason", overflow="fold", ratio=1)
-    table.add_column("source", no_wrap=True)
+    table.add_column("key", no_wrap=True)
+    for col in ("baseline", "candidate"):
+        table.add_column(col, overflow="fold", max_width=24)
+    table.add_column("class", no_wrap=True)
+    table.add_column("reason and source", overflow="fold", ratio=1, min_width=30)
     for f in report.findings:
         style = CLASS_STYLE[f.key_class]
         key = f"{f.key} (derived)" if f.derived else f.key
@@ -34,8 +36,7 @@ def gate_table(report: GateReport, title: str = "") -> Table:
             _value(f.baseline),
             _value(f.candidate),
             f"[{style}]{f.key_class}[/]",
-            f.reason,
-            f.source,
+            f"{escape(f.reason)}\n[dim]{escape(f.source)}[/]",
         )
     return table
 
