@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = gate_sub.add_parser("check", help="judge CANDIDATE against BASELINE")
     check.add_argument("baseline", type=Path)
     check.add_argument("candidate", type=Path)
-    check.add_argument("--json", action="store_true", dest="as_json")
+    fmt = check.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", dest="as_json")
+    fmt.add_argument("--markdown", action="store_true", help="a table for a check-run summary")
     check.add_argument("--registry", type=Path, help="registry directory (default: registry/)")
 
     registry = sub.add_parser("registry", help="the key registry")
@@ -141,7 +143,11 @@ def dispatch(args: argparse.Namespace) -> int:
         from bot.commands.gate_check import gate_check
 
         return gate_check(
-            args.baseline, args.candidate, as_json=args.as_json, registry_dir=args.registry
+            args.baseline,
+            args.candidate,
+            as_json=args.as_json,
+            markdown=args.markdown,
+            registry_dir=args.registry,
         )
     if args.command == "registry":
         from bot.commands.registry import registry_coverage

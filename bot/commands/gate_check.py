@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bot.console import console
-from bot.render import gate_table, verdict_line
+from bot.render import gate_summary, gate_table, verdict_line
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 from gate.prelaunch import judge
@@ -31,7 +31,12 @@ def resolve_pair(baseline_path: Path, candidate_path: Path) -> tuple[EffectiveCo
 
 
 def gate_check(
-    baseline_path: Path, candidate_path: Path, *, as_json: bool, registry_dir: Path | None
+    baseline_path: Path,
+    candidate_path: Path,
+    *,
+    as_json: bool,
+    registry_dir: Path | None,
+    markdown: bool = False,
 ) -> int:
     """Exit 0 for allow and review, 1 for reject; bad input raises AttuneError (exit 2)."""
     baseline, candidate = resolve_pair(baseline_path, candidate_path)
@@ -39,6 +44,8 @@ def gate_check(
     report = judge(baseline, candidate, registry)
     if as_json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    elif markdown:
+        sys.stdout.write(gate_summary(report) + "\n")
     else:
         if report.findings:
             console.print(gate_table(report))

@@ -1,0 +1,1 @@
+"""GitHub mode: the webhook app, its commands, and the GitHub side of the Forge."""

@@ -1,0 +1,122 @@
+"""Slash commands in pull-request comments: ``/attune tune|status|stop|resume|help``.
+
+Pure parsing: a comment body becomes a ``Command``, ``None`` (not addressed to attune), or a
+``CommandError`` whose message says what is wrong and the accepted form. The app decides who may
+run what.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel
+
+PREFIX = "/attune"
+AGENTS = ("rules",)
+MAX_STEPS = 10_000
+
+Verb = Literal["tune", "status", "stop", "resume", "help"]
+WRITE_VERBS: frozenset[str] = frozenset({"tune", "stop", "resume"})
+"""Verbs that start or stop work: write, maintain or admin permission only."""
+
+USAGE = """\
+`/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules]`: tune the recipe this PR changes
+`/attune status`: where the campaign on this pull request stands
+`/attune stop`: stop the campaign after the current trial
+`/attune resume`: continue a stopped or interrupted campaign
+`/attune help`: this message"""
+
+FORMS = {
+    "tune": "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules]",
+    "status": "/attune status",
+    "stop": "/attune stop",
+    "resume": "/attune resume",
+    "help": "/attune help",
+}
+
+
+class Command(BaseModel):
+    verb: Verb
+    budget_hours: float | None = None
+    steps: int | None = None
+    agent: str | None = None
+
+    @property
+    def needs_write(self) -> bool:
+        return self.verb in WRITE_VERBS
+
+
+class CommandError(ValueError):
+    """A comment addressed to attune that is not a valid command; the message is the reply."""
+
+
+def _budget(value: str) -> float:
+    try:
+        hours = float(value)
+    except ValueError:
+        raise CommandError(f"`budget={value}` is not a number of GPU-hours") from None
+    if not math.isfinite(hours) or hours <= 0:
+        raise CommandError(f"`budget={value}` must be a positive number of GPU-hours")
+    return hours
+
+
+def _steps(value: str) -> int:
+    if not value.isdigit():
+        raise CommandError(f"`steps={value}` is not a whole number")
+    steps = int(value)
+    if not 2 <= steps <= MAX_STEPS:
+        raise CommandError(f"`steps={value}` must be between 2 and {MAX_STEPS}")
+    return steps
+
+
+def _agent(value: str) -> str:
+    if value not in AGENTS:
+        raise CommandError(f"`agent={value}` is not an agent (known: {', '.join(AGENTS)})")
+    return value
+
+
+PARSERS = {"budget": _budget, "steps": _steps, "agent": _agent}
+
+
+def parse(body: str) -> Command | None:
+    """The command in ``body``: its first line that starts with ``/attune``.
+
+    None when no line does (the comment is not for attune). Raises CommandError for a line that
+    does but is not a valid command.
+    """
+    line = next(
+        (ln.strip() for ln in body.splitlines() if ln.strip().split(" ", 1)[0] == PREFIX),
+        None,
+    )
+    if line is None:
+        return None
+    words = line.split()[1:]
+    if not words:
+        raise CommandError(f"`{PREFIX}` needs a command.\n\n{USAGE}")
+    verb, args = words[0], words[1:]
+    if verb not in FORMS:
+        raise CommandError(f"`{verb}` is not an attune command.\n\n{USAGE}")
+    if verb != "tune":
+        if args:
+            raise CommandError(f"`{PREFIX} {verb}` takes no arguments: use `{FORMS[verb]}`")
+        return Command(verb=verb)
+    values: dict[str, object] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not value:
+            raise CommandError(f"`{arg}` is not `key=value`: use `{FORMS['tune']}`")
+        if key not in PARSERS:
+            raise CommandError(f"`{key}` is not an argument of tune: use `{FORMS['tune']}`")
+        if key in values:
+            raise CommandError(f"`{key}` is given twice: use `{FORMS['tune']}`")
+        try:
+            values[key] = PARSERS[key](value)
+        except CommandError as exc:
+            raise CommandError(f"{exc}: use `{FORMS['tune']}`") from None
+    return Command(
+        verb="tune",
+        budget_hours=values.get("budget"),
+        steps=values.get("steps"),
+        agent=values.get("agent"),
+    )

@@ -1,0 +1,53 @@
+"""The GitHub app's settings, read from ``ATTUNE_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """``attune serve`` configuration. Every field is ``ATTUNE_<FIELD>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="ATTUNE_", extra="ignore")
+
+    app_id: int
+    """The GitHub App's id."""
+    private_key_path: Path
+    """PEM private key of the App (signs the JWT exchanged for installation tokens)."""
+    webhook_secret: SecretStr = Field(min_length=1)
+    """Secret the App's webhooks are signed with (X-Hub-Signature-256)."""
+    ledger_path: Path = Path(".attune") / "ledger.db"
+    """The append-only ledger every campaign charges."""
+    state_dir: Path = Path(".attune")
+    """Campaign work directories and the delivery log."""
+    default_budget: float = Field(1.0, gt=0)
+    """GPU-hours a campaign may spend when ``/attune tune`` gives no ``budget=``."""
+    allowed_repositories: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """``owner/name`` of the repositories the App acts on (comma-separated); empty: none."""
+    github_api_url: str = "https://api.github.com"
+    """REST API root (GitHub Enterprise: ``https://HOST/api/v3``)."""
+    poll_seconds: float = Field(15.0, gt=0)
+    """How often a waiting campaign asks GitHub for its workflow runs and checks."""
+
+    @field_validator("allowed_repositories", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [r.strip() for r in value.split(",") if r.strip()]
+        return value
+
+    @field_validator("allowed_repositories")
+    @classmethod
+    def _owner_name(cls, value: list[str]) -> list[str]:
+        for repo in value:
+            owner, sep, name = repo.partition("/")
+            if not (owner and sep and name) or "/" in name:
+                raise ValueError(f"{repo!r} is not owner/name")
+        return value
+
+    def private_key(self) -> str:
+        return self.private_key_path.read_text()
