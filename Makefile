@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench bench-gate clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch==2.13.0 exactly (pinned in pyproject.toml): any looser spec downloads a CUDA build
@@ -16,6 +16,12 @@ $(STAMP): pyproject.toml
 	# typing_extensions); it imports triton unconditionally
 	$(BIN)/python -m pip install --quiet triton typing_extensions
 	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python megatron-core==0.19.2
+	# torchtitan's own config parsing for the gate: torchtitan 0.3.0 without its declared
+	# dependencies (wandb, torch_checkpointing, ... are for training runs), plus exactly what its
+	# config modules import; tyro is pinned because the resolver reads torchtitan's command line
+	# through tyro.extras.get_parser
+	$(BIN)/python -m pip install --quiet tyro==1.0.17 spmd_types==0.2.3 torchdata tokenizers tensorboard 'datasets>=3.6.0,<4.8.0'
+	$(BIN)/python -m pip install --quiet --no-deps torchtitan==0.3.0
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -27,6 +33,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/actionlint -shellcheck=$(BIN)/shellcheck
 
 # pytest exits 5 when it collects no tests: that is not a failure of the suite
 test: lint
@@ -35,6 +42,10 @@ test: lint
 
 bench: setup
 	$(BIN)/python benchmarks/levers.py
+
+# cold `attune gate check` per framework (Megatron target: under 30 s on 2 cores)
+bench-gate: setup
+	$(BIN)/python benchmarks/gate_cold.py --cores 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs

@@ -37,9 +37,9 @@ PAIRS: dict[str, tuple[Path, Path, int, str | None]] = {
         1,
         "megatron.core",
     ),
-    "torchtitan llama3-8b": (
+    "torchtitan llama3-8b compile-tp2": (
         EXAMPLES / "torchtitan" / "llama3-8b.yaml",
-        EXAMPLES / "torchtitan" / "candidates" / "llama3-8b-selective-ac.yaml",
+        EXAMPLES / "torchtitan" / "candidates" / "llama3-8b-compile-tp2.yaml",
         0,
         "torchtitan",
     ),

@@ -71,10 +71,12 @@ def get_adapter(framework: str, *, path: str | None = None) -> FrameworkAdapter:
     """The adapter for ``framework``; an unknown name is an AttuneError listing the known ones."""
     from runners.embedded.adapter import EmbeddedAdapter
     from runners.megatron.adapter import MegatronAdapter
+    from runners.torchtitan.adapter import TorchtitanAdapter
 
     adapters: dict[str, FrameworkAdapter] = {
         "embedded": EmbeddedAdapter(),
         "megatron": MegatronAdapter(),
+        "torchtitan": TorchtitanAdapter(),
     }
     try:
         return adapters[framework]

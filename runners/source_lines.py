@@ -10,6 +10,7 @@ import ast
 import functools
 import inspect
 import re
+import textwrap
 from pathlib import Path
 
 
@@ -28,7 +29,8 @@ def _class_fields(path: Path) -> dict[str, dict[str, int]]:
 
 
 def field_line(cls: type, name: str) -> tuple[str, int] | None:
-    """``(file, line)`` of the annotated field ``name`` in ``cls`` or its nearest base class."""
+    """``(file, line)`` of the annotated field ``name`` in ``cls`` or its nearest base class,
+    each class looked up by its bare name in its file (see ``qualified_field_line``)."""
     for klass in cls.__mro__:
         try:
             path = Path(inspect.getfile(klass))
@@ -39,6 +41,42 @@ def field_line(cls: type, name: str) -> tuple[str, int] | None:
         line = _class_fields(path).get(klass.__name__, {}).get(name)
         if line is not None:
             return str(path), line
+    return None
+
+
+@functools.cache
+def _own_fields(cls: type) -> dict[str, int]:
+    """Annotated fields declared in the body of ``cls`` itself and their absolute lines.
+
+    The class is located by ``inspect`` through its qualified name, so that nested classes
+    sharing a bare name (torchtitan nests a ``Config`` in nearly every component, several per
+    file) are told apart.
+    """
+    try:
+        lines, start = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return {}
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.ClassDef):
+        return {}
+    return {
+        stmt.target.id: start + stmt.lineno - 1
+        for stmt in node.body
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+    }
+
+
+def qualified_field_line(cls: type, name: str) -> tuple[str, int] | None:
+    """``(file, line)`` of field ``name`` in ``cls`` or the nearest base class declaring it.
+
+    Like ``field_line``, but each class is found by its qualified name rather than its bare
+    name: use it where a file holds several classes of the same name (nested ``Config``s).
+    """
+    for klass in cls.__mro__:
+        line = _own_fields(klass).get(name)
+        if line is not None:
+            return inspect.getsourcefile(klass) or "", line
     return None
 
 

@@ -1,0 +1,1 @@
+"""torchtitan as a framework: recipe model, resolve worker and adapter."""

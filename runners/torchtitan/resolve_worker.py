@@ -1,0 +1,134 @@
+"""Resolve torchtitan recipes with torchtitan's own ConfigManager and the trainer's derivations.
+
+Run as ``python -m runners.torchtitan.resolve_worker``: reads
+``{"recipes": [{"module": ..., "config": ..., "overrides": [...], "world_size": N,
+"env": {...}}, ...]}`` on stdin and writes ``{"version": ..., "results": [...]}`` on stdout, one
+result per recipe: ``{"values": ..., "env": ..., "explicit": [...]}`` or
+``{"error": ..., "key": <recipe key>}``. ``{"keys": true}`` asks instead for every key the job
+config's command line defines and the line defining it. torchtitan is imported once; every recipe
+is resolved in this one process. Anything torchtitan prints goes to stderr so that stdout carries
+only the JSON answer.
+
+This worker (with its modules in ``runners/torchtitan/``: ``config_manager``, ``cli_keys``,
+``trainer_derivations``, ``definition_sites``) is the only code that imports torchtitan
+(untyped), and only once ``main`` runs: the adapter talks to it over pipes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from runners.torchtitan.cli_keys import NO_DEFAULT, cli_name, explicit_keys, prefixes, walk
+from runners.torchtitan.config_manager import RecipeError, Torchtitan
+from runners.torchtitan.definition_sites import definition_sites
+from runners.torchtitan.trainer_derivations import derive
+from runners.worker_support import json_safe
+
+
+def _stable(value: Any) -> Any:
+    """A JSON-able image of a model config tree with no memory addresses in it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            "class": f"{type(value).__module__}.{type(value).__qualname__}",
+            "fields": {f.name: _stable(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
+    if isinstance(value, functools.partial):
+        return {
+            "partial": _stable(value.func),
+            "args": [_stable(a) for a in value.args],
+            "keywords": {k: _stable(v) for k, v in sorted(value.keywords.items())},
+        }
+    if isinstance(value, list | tuple):
+        return [_stable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _stable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if callable(value):
+        return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', '?')}"
+    return str(value)
+
+
+def model_digest(model_config: Any) -> str:
+    """Digest of the model config the config function built (converters applied)."""
+    text = json.dumps(_stable(model_config), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _differs(value: Any, default: Any) -> bool:
+    return default is NO_DEFAULT or json_safe(value) != json_safe(default)
+
+
+def resolve_one(tt: Torchtitan, recipe: dict[str, Any]) -> dict[str, Any]:
+    """Resolve one recipe; a refused one becomes ``{"error", "key"}``."""
+    module, config = str(recipe["module"]), str(recipe["config"])
+    overrides = [str(t) for t in recipe["overrides"]]
+    world_size = int(recipe["world_size"])
+    declared: dict[str, str] = dict(recipe.get("env", {}))
+    try:
+        loaded, cli_keys, tokens = tt.function(module, config)
+        cfg = tt.parse(module, config, overrides)
+        spec = cfg.model_spec
+        model = (
+            {
+                "model_spec.name": spec.name,
+                "model_spec.flavor": spec.flavor,
+                "model_spec.model": model_digest(spec.model),
+            }
+            if spec is not None
+            else {}
+        )
+        derived = derive(tt, cfg, world_size)
+    except RecipeError as exc:
+        return {"error": str(exc), "key": exc.key}
+    values: dict[str, Any] = {"module": module, "config": config}
+    explicit = {"module", "config"}
+    wanted = prefixes(cli_keys)
+    by_cli = {cli_name(leaf.key): leaf for leaf in walk(cfg, wanted)}
+    for name in sorted(cli_keys):
+        leaf = by_cli.get(name)
+        if leaf is not None:
+            values[leaf.key] = json_safe(leaf.value)
+    # Keys the config function moved away from the dataclass defaults count as set by the recipe.
+    for leaf in walk(loaded, wanted):
+        if cli_name(leaf.key) in cli_keys and _differs(leaf.value, leaf.default):
+            explicit.add(leaf.key)
+    set_on_command_line = explicit_keys(overrides, tokens)
+    explicit.update(leaf.key for name, leaf in by_cli.items() if name in set_on_command_line)
+    values.update(derived)
+    values.update(model)
+    # The effective env is the recipe's env: the launch inherits nothing else.
+    return {
+        "values": dict(sorted(values.items())),
+        "env": dict(sorted(declared.items())),
+        "explicit": sorted(explicit),
+    }
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    # tyro prints its errors in a box as wide as the terminal: keep each message on one line.
+    os.environ["COLUMNS"] = "1000"
+    with contextlib.redirect_stdout(sys.stderr):
+        logging.disable(logging.WARNING)
+        tt = Torchtitan()
+        if request.get("keys"):
+            answer: dict[str, Any] = {"version": tt.version, "keys": definition_sites(tt)}
+        else:
+            results = [resolve_one(tt, recipe) for recipe in request["recipes"]]
+            answer = {"version": tt.version, "results": results}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
