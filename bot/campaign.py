@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot import render
@@ -58,6 +59,7 @@ class Campaign:
         registry: Registry,
         progress: Progress | None = None,
         cores: int | None = None,
+        stop_requested: Callable[[], bool] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
@@ -67,6 +69,8 @@ class Campaign:
         self.registry = registry
         self.progress = progress or QuietProgress()
         self.cores = cores or os.cpu_count() or 1
+        self.stop_requested = stop_requested or (lambda: False)
+        """Polled between steps: True stops the campaign (``/attune stop``)."""
 
     # --- state ---
 
@@ -110,6 +114,9 @@ class Campaign:
             state = self.state()
             if state.stopped is not None:
                 break
+            if self.stop_requested():
+                self.stop("requested", ["stopped on request; /attune resume continues it"])
+                continue
             pending = [t for t in state.candidates if not t.done]
             if pending:
                 self.advance(pending[0].trial)

@@ -140,6 +140,8 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             state.noise = NoiseModel.model_validate(p)
         elif kind == "campaign_stopped":
             state.stopped = p
+        elif kind == "campaign_resumed":
+            state.stopped = None
         elif "trial" in p:
             _fold_trial(state, kind, p)
     state.spent_device_seconds = budget.spent_device_seconds(events)

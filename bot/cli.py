@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", action="store_true", help="a table for a check-run summary")
     check.add_argument("--registry", type=Path, help="registry directory (default: registry/)")
 
+    serve = sub.add_parser("serve", help="the GitHub App: webhook server (settings: ATTUNE_*)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+
     registry = sub.add_parser("registry", help="the key registry")
     registry_sub = registry.add_subparsers(dest="registry_command", required=True)
     cov = registry_sub.add_parser(
@@ -149,6 +153,10 @@ def dispatch(args: argparse.Namespace) -> int:
             markdown=args.markdown,
             registry_dir=args.registry,
         )
+    if args.command == "serve":
+        from bot.commands.serve import serve
+
+        return serve(host=args.host, port=args.port)
     if args.command == "registry":
         from bot.commands.registry import registry_coverage
 

@@ -8,6 +8,7 @@ without touching ``bot/campaign.py``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol
@@ -15,6 +16,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from gate.budget import LaunchRefusal
+from gate.errors import AttuneError
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
 from runners.bench import Launch
 from runners.local import Backend as Backend  # defined beside the backends
@@ -53,6 +55,16 @@ class Comment(BaseModel):
     body: str
     marker: str | None = None
     """Hidden marker of a comment the bot edits in place (``<!-- attune:... -->``)."""
+
+
+class ForgeError(AttuneError):
+    """A forge operation that cannot be done: git failed, a PR is missing, the base moved."""
+
+
+def marker_name(marker: str) -> str:
+    """``attune:cost`` from ``attune:cost`` or ``<!-- attune:cost -->``."""
+    inner = re.fullmatch(r"\s*<!--\s*(.*?)\s*-->\s*", marker)
+    return inner.group(1) if inner else marker.strip()
 
 
 class Forge(Protocol):

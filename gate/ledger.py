@@ -37,6 +37,7 @@ EventKind = Literal[
     "pr_merged",
     "pr_closed",
     "campaign_stopped",
+    "campaign_resumed",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
 

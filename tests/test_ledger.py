@@ -127,6 +127,7 @@ def test_event_kinds_are_a_closed_list() -> None:
         "pr_merged",
         "pr_closed",
         "campaign_stopped",
+        "campaign_resumed",
     )
 
 

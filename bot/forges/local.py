@@ -6,7 +6,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import sqlite3
 import subprocess
 import tempfile
@@ -14,8 +13,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.interfaces import CheckResult, Comment, PullRequest
-from gate.errors import AttuneError
+from bot.interfaces import CheckResult, Comment, ForgeError, PullRequest, marker_name
 
 log = logging.getLogger("attune")
 
@@ -57,16 +55,6 @@ _IDENTITY = {
 }
 _ZERO = "0" * 40
 """As an old value of ``git update-ref``: the ref must not exist yet."""
-
-
-class ForgeError(AttuneError):
-    """A forge operation that cannot be done: git failed, a PR is missing, the base moved."""
-
-
-def _marker(marker: str) -> str:
-    """``attune:cost`` from ``attune:cost`` or ``<!-- attune:cost -->``."""
-    inner = re.fullmatch(r"\s*<!--\s*(.*?)\s*-->\s*", marker)
-    return inner.group(1) if inner else marker.strip()
 
 
 class LocalForge:
@@ -204,7 +192,7 @@ class LocalForge:
     def comment(self, number: int, body: str, *, marker: str | None = None) -> Comment:
         self.get(number)
         now = time.time()
-        name = _marker(marker) if marker is not None else None
+        name = marker_name(marker) if marker is not None else None
         if name is not None and f"<!-- {name} -->" not in body:
             body = f"<!-- {name} -->\n{body}"
         query = "SELECT id FROM comments WHERE pr = ? AND marker = ? ORDER BY id LIMIT 1"

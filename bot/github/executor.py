@@ -1,0 +1,251 @@
+"""The executor of GitHub mode: benchmarks run as ``attune-bench.yml`` on a self-hosted runner.
+
+The gate, the launch checks and the ledger are the local executor's (the same fixed code).
+``launch`` dispatches the workflow for the trial's commit; ``finish`` waits for the run (a
+``workflow_run`` webhook wakes it, polling is the fallback), downloads the ``attune-result-*``
+artifact, validates it as untrusted input and charges the ledger with the result's
+allocation/release times, kept within the run's own start and end.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import zipfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from github.Repository import Repository
+from github.WorkflowRun import WorkflowRun
+from pydantic import ValidationError
+
+from bot.executor import LocalExecutor
+from bot.interfaces import Role
+from gate import budget
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig, Recipe, TrialResult
+from runners.bench import Launch
+from runners.local import RunHandle
+
+BENCH_WORKFLOW = "attune-bench.yml"
+RESULT_FILE = "result.json"
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+"""A result artifact larger than this (zipped or not) is refused, not read."""
+CLOCK_SLACK_S = 120.0
+"""How far a result's allocation/release may lie outside its run's start/end (runner clocks)."""
+
+
+def run_title(campaign: str, trial: str) -> str:
+    """The bench run's display title (``run-name`` in attune-bench.yml)."""
+    return f"attune-bench {campaign} {trial}"
+
+
+def _ts(value: datetime | None, default: float) -> float:
+    return value.timestamp() if value is not None else default
+
+
+def read_result(archive: bytes) -> TrialResult:
+    """The TrialResult inside a result artifact's zip; AttuneError for anything else."""
+    if len(archive) > MAX_RESULT_BYTES:
+        raise AttuneError(f"result artifact is {len(archive)} bytes (limit {MAX_RESULT_BYTES})")
+    try:
+        with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+            info = zf.getinfo(RESULT_FILE)
+            if info.file_size > MAX_RESULT_BYTES:
+                raise AttuneError(f"{RESULT_FILE} unpacks to {info.file_size} bytes")
+            text = zf.read(info)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise AttuneError(f"result artifact is not a zip holding {RESULT_FILE}: {exc}") from None
+    try:
+        return TrialResult.model_validate_json(text)
+    except ValidationError as exc:
+        raise AttuneError(f"{RESULT_FILE} is not a TrialResult: {exc.errors()[0]['msg']}") from None
+
+
+class ActionsExecutor(LocalExecutor):
+    """Gate locally, bench through the self-hosted runner workflow."""
+
+    def __init__(
+        self,
+        *,
+        repo: Repository,
+        wake: threading.Event,
+        poll_s: float,
+        run_timeout_s: float = 4 * 3600.0,
+        **local: Any,
+    ) -> None:
+        super().__init__(**local)
+        self.repo = repo
+        self.wake = wake
+        self.poll_s = poll_s
+        self.run_timeout_s = run_timeout_s
+
+    def _commit_of(self, trial: str) -> tuple[str, str]:
+        """The branch and commit a trial benchmarks: its candidate PR's, else the tuned
+        branch's pinned head (moved only by the campaign's own merges)."""
+        pinned: tuple[str, str] | None = None
+        for event in self.ledger.events(self.campaign):
+            p = event.payload
+            if event.kind == "forge_ready":
+                pinned = (str(p["tuned_branch"]), str(p["base_sha"]))
+            elif event.kind == "pr_merged" and pinned is not None:
+                pinned = (pinned[0], str(p["sha"]))
+            elif event.kind == "pr_opened" and p["trial"] == trial:
+                return str(p["branch"]), str(p["head_sha"])
+        if pinned is None:
+            raise AttuneError(f"{trial}: no commit to benchmark (forge not ready)")
+        return pinned
+
+    def pinned_commit(self, trial: str) -> str:
+        """The commit to benchmark, after checking its branch still points at it: a push to
+        the tuned or candidate branch during the campaign stops it."""
+        branch, sha = self._commit_of(trial)
+        found = self.repo.get_git_ref(f"heads/{branch}").object.sha
+        if found != sha:
+            raise AttuneError(
+                f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the campaign; "
+                "nothing was launched"
+            )
+        return sha
+
+    def _recipe_path(self) -> str:
+        opened = self.ledger.events(self.campaign)[0].payload
+        return str(opened["recipe_path"])
+
+    def launch(
+        self,
+        trial: str,
+        role: Role,
+        recipe: Recipe,
+        effective: EffectiveConfig,
+        *,
+        profile: bool = False,
+    ) -> Launch:
+        """``trial_started``, then the workflow dispatch, then ``trial_launched``."""
+        self.ledger.append(
+            self.campaign,
+            "trial_started",
+            {
+                "trial": trial,
+                "role": role,
+                "recipe": recipe.name,
+                "fingerprint": effective.fingerprint(),
+                "devices": effective.devices,
+                "forecast_device_seconds": self.forecast(effective.devices),
+                "profile": False,  # the bench workflow does not profile
+            },
+        )
+        trial_dir = self.workdir / "trials" / trial
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        allocated = time.time()
+        if self._find_run(trial, since=allocated - self.run_timeout_s) is None:
+            inputs = {
+                "campaign": self.campaign,
+                "trial": trial,
+                "sha": self.pinned_commit(trial),
+                "recipe": self._recipe_path(),
+                "steps": str(self.steps),
+                "warmup": str(self.warmup),
+            }
+            workflow = self.repo.get_workflow(BENCH_WORKFLOW)
+            if not workflow.create_dispatch(self.repo.default_branch, inputs):
+                raise AttuneError(f"{trial}: GitHub refused to dispatch {BENCH_WORKFLOW}")
+        launch = Launch(
+            recipe=recipe.name,
+            framework=effective.framework,
+            fingerprint=effective.fingerprint(),
+            steps=self.steps,
+            warmup=self.warmup,
+            devices=effective.devices,
+            profile_trace=None,
+            handle=RunHandle(
+                backend="github-actions", pid=0, workdir=str(trial_dir), allocated_at=allocated
+            ),
+        )
+        Path(trial_dir, "launch.json").write_text(launch.model_dump_json())
+        self.ledger.append(
+            self.campaign, "trial_launched", {"trial": trial, **launch.model_dump(mode="json")}
+        )
+        return launch
+
+    def _find_run(self, trial: str, *, since: float) -> WorkflowRun | None:
+        title = run_title(self.campaign, trial)
+        runs = self.repo.get_workflow(BENCH_WORKFLOW).get_runs(event="workflow_dispatch")
+        for run in runs:
+            if _ts(run.created_at, 0.0) < since - CLOCK_SLACK_S:
+                break  # newest first: older runs are not this launch's
+            if run.display_title == title and run.path.endswith(BENCH_WORKFLOW):
+                return run
+        return None
+
+    def _wait(self, trial: str, launch: Launch) -> WorkflowRun:
+        deadline = launch.handle.allocated_at + self.run_timeout_s
+        while True:
+            run = self._find_run(trial, since=launch.handle.allocated_at)
+            if run is not None and run.status == "completed":
+                return run
+            if time.time() > deadline:
+                raise AttuneError(f"{trial}: no completed {BENCH_WORKFLOW} run in time")
+            self.wake.wait(self.poll_s)
+            self.wake.clear()
+
+    def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
+        """Wait for the run, read its result artifact, charge it, return it."""
+        run = self._wait(trial, launch)
+        started = _ts(run.run_started_at or run.created_at, launch.handle.allocated_at)
+        ended = _ts(run.updated_at, time.time())
+        result = self._result(trial, run, launch, started, ended)
+        Path(launch.handle.workdir, "result.json").write_text(result.model_dump_json(indent=2))
+        payload = budget.trial_finished_payload(result)
+        payload["profile"] = None
+        payload["run_id"] = run.id
+        self.ledger.append(
+            self.campaign, "trial_finished", {"trial": trial, **payload, "reconciled": reconciled}
+        )
+        return result
+
+    def _result(
+        self, trial: str, run: WorkflowRun, launch: Launch, started: float, ended: float
+    ) -> TrialResult:
+        name = f"attune-result-{trial}"
+        artifact = next((a for a in run.get_artifacts() if a.name == name), None)
+        problem = None
+        if artifact is None:
+            problem = f"run {run.id} concluded {run.conclusion} without a {name} artifact"
+        else:
+            try:
+                result = read_result(self._download(artifact.archive_download_url))
+            except AttuneError as exc:
+                problem = f"run {run.id}: {exc}"
+            else:
+                if result.fingerprint != launch.fingerprint:
+                    got, want = result.fingerprint, launch.fingerprint
+                    problem = f"run {run.id} benchmarked config {got}, not {want}"
+                else:
+                    low, high = started - CLOCK_SLACK_S, ended + CLOCK_SLACK_S
+                    result.allocated_at = min(max(result.allocated_at, low), high)
+                    result.released_at = min(max(result.released_at, result.allocated_at), high)
+                    result.devices = launch.devices
+                    return result
+        return TrialResult(
+            recipe=launch.recipe,
+            fingerprint=launch.fingerprint,
+            status="failed",
+            error=problem,
+            warmup=launch.warmup,
+            allocated_at=started,
+            released_at=max(ended, started),
+            devices=launch.devices,
+        )
+
+    def _download(self, url: str) -> bytes:
+        """The artifact's zip (GitHub redirects to short-lived storage; PyGithub follows)."""
+        _status, _headers, chunks = self.repo.requester.getStream(url, chunk_size=64 * 1024)
+        data = bytearray()
+        for chunk in chunks:
+            data += chunk
+            if len(data) > MAX_RESULT_BYTES:
+                raise AttuneError(f"result artifact exceeds {MAX_RESULT_BYTES} bytes")
+        return bytes(data)
