@@ -35,6 +35,9 @@ from gate.recipe import parse_recipe
 from gate.registry import Registry
 from runners.bench import Launch
 
+PROFILE_TRIES = 2
+"""Profile runs of one incumbent that may come back without a profile before giving up."""
+
 
 class Progress(Protocol):
     """Where the campaign reports what it is doing (a live display, a log, nothing)."""
@@ -114,8 +117,7 @@ class Campaign:
             state = self.state()
             if state.stopped is not None:
                 break
-            if self.stop_requested():
-                self.stop("requested", ["stopped on request; /attune resume continues it"])
+            if self._stop_if_requested():
                 continue
             pending = [t for t in state.candidates if not t.done]
             if pending:
@@ -160,11 +162,19 @@ class Campaign:
         self.executor.finish(trial, launch)
         return True
 
+    def _stop_if_requested(self) -> bool:
+        if not self.stop_requested():
+            return False
+        self.stop("requested", ["stopped on request; /attune resume continues it"])
+        return True
+
     def calibrate(self) -> None:
         state = self.state()
         params = self._params(state)
         baseline = self.recipe(params.recipe_text, "baseline")
-        while state.noise is None:
+        while state.noise is None and state.stopped is None:
+            if self._stop_if_requested():
+                return
             done = [t for t in state.role_trials("calibration") if t.finished]
             failed = [t for t in done if t.finished and t.finished["status"] != "ok"]
             if failed:
@@ -198,6 +208,10 @@ class Campaign:
         if isinstance(decision, Stop):
             self.stop(decision.reason, decision.evidence)
         elif isinstance(decision, ProfileRequest):
+            tries = [t for t, inc in state.profile_requests.items() if inc == state.incumbent]
+            if len(tries) >= PROFILE_TRIES:
+                self.stop("exhausted", [f"{', '.join(tries)} of {state.incumbent} gave no profile"])
+                return
             trial = f"profile-{len(state.role_trials('profile')) + 1}"
             self.ledger.append(
                 self.name,

@@ -18,7 +18,7 @@ from gate.models import TrialResult
 class LaunchRefusal(BaseModel):
     """Why the next trial may not launch."""
 
-    reason: Literal["budget", "failed_rerun"]
+    reason: Literal["budget", "failed_rerun", "gate_check"]
     message: str
     """One user-facing sentence with the numbers behind the refusal."""
 

@@ -39,7 +39,7 @@ class PullContext:
         self.repo_name = repo
         self.number = number
         self.user = user
-        self.repo = github.get_repo(repo, lazy=True)
+        self.repo = github.withLazy(True).get_repo(repo)
 
     def reply(self, body: str) -> None:
         self.repo.get_issue(self.number).create_comment(body)
@@ -53,7 +53,8 @@ class CampaignService(Protocol):
     def stop(self, ctx: PullContext) -> str: ...
     def resume(self, ctx: PullContext) -> str: ...
     def overview(self) -> list[dict[str, Any]]: ...
-    def workflow_run_completed(self, repo: str, run: dict[str, Any]) -> None: ...
+    def wake(self, repo: str) -> None:
+        """A workflow run or check run of ``repo`` completed: waiting campaigns look again."""
 
 
 GithubFactory = Callable[[int], Github]
@@ -123,9 +124,9 @@ def create_app(
             if "pull_request" not in (payload.get("issue") or {}):
                 return None  # comments on plain issues are not commands
             return lambda: handle_comment(payload)
-        if event == "workflow_run" and action == "completed":
+        if event in ("workflow_run", "check_run") and action == "completed":
             repo = str(payload["repository"]["full_name"])
-            return lambda: campaigns.workflow_run_completed(repo, payload["workflow_run"])
+            return lambda: campaigns.wake(repo)
         return None  # edited/deleted comments and other events are never commands
 
     def handle_comment(payload: dict[str, Any]) -> None:

@@ -24,12 +24,15 @@ from pydantic import ValidationError
 from bot.executor import LocalExecutor
 from bot.interfaces import Role
 from gate import budget
+from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult
 from runners.bench import Launch
 from runners.local import RunHandle
 
 BENCH_WORKFLOW = "attune-bench.yml"
+GATE_CHECK = "attune/gate"
+"""The check run attune-gate.yml posts on a candidate's head."""
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 8 * 1024 * 1024
 """A result artifact larger than this (zipped or not) is refused, not read."""
@@ -74,9 +77,11 @@ class ActionsExecutor(LocalExecutor):
         wake: threading.Event,
         poll_s: float,
         run_timeout_s: float = 4 * 3600.0,
+        gate_timeout_s: float = 3600.0,
         **local: Any,
     ) -> None:
         super().__init__(**local)
+        self.gate_timeout_s = gate_timeout_s
         self.repo = repo
         self.wake = wake
         self.poll_s = poll_s
@@ -99,8 +104,9 @@ class ActionsExecutor(LocalExecutor):
         return pinned
 
     def pinned_commit(self, trial: str) -> str:
-        """The commit to benchmark, after checking its branch still points at it: a push to
-        the tuned or candidate branch during the campaign stops it."""
+        """The commit to benchmark, after checking its branch still points at it (a push to
+        the tuned or candidate branch during the campaign stops it) and, for a candidate, that
+        its pull request changes the recipe and nothing else."""
         branch, sha = self._commit_of(trial)
         found = self.repo.get_git_ref(f"heads/{branch}").object.sha
         if found != sha:
@@ -108,7 +114,60 @@ class ActionsExecutor(LocalExecutor):
                 f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the campaign; "
                 "nothing was launched"
             )
+        pr = self._candidate_pr(trial)
+        if pr is not None:
+            changed = sorted(f.filename for f in self.repo.get_pull(pr).get_files())
+            if changed != [self._recipe_path()]:
+                raise AttuneError(
+                    f"candidate #{pr} changes {', '.join(changed)}: a candidate may change "
+                    f"{self._recipe_path()} only; nothing was launched"
+                )
         return sha
+
+    def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
+        """The local checks (budget, failed rerun), then, for a candidate, the ``attune/gate``
+        check the gate workflow posts on its head: the benchmark is dispatched only after it
+        passed."""
+        refusal = super().admit(trial, effective)
+        if refusal is not None or self._candidate_pr(trial) is None:
+            return refusal
+        _branch, sha = self._commit_of(trial)
+        conclusion, summary = self._workflow_gate(sha)
+        if conclusion == "success":
+            return None
+        first = next((ln for ln in summary.splitlines() if ln.strip()), conclusion)
+        refusal = LaunchRefusal(
+            reason="gate_check",
+            message=f"the attune/gate check on {sha[:7]} is {conclusion}: {first}",
+        )
+        self.ledger.append(
+            self.campaign,
+            "launch_refused",
+            {"trial": trial, "fingerprint": effective.fingerprint(), **refusal.model_dump()},
+        )
+        return refusal
+
+    def _workflow_gate(self, sha: str) -> tuple[str, str]:
+        """Conclusion and summary of the completed ``attune/gate`` check run on ``sha``."""
+        deadline = time.time() + self.gate_timeout_s
+        while True:
+            for run in self.repo.get_commit(sha).get_check_runs(check_name=GATE_CHECK):
+                if run.status == "completed":
+                    summary = (run.output.summary if run.output else None) or ""
+                    return str(run.conclusion), summary
+            if time.time() > deadline:
+                return (
+                    "missing",
+                    f"no completed {GATE_CHECK} check within {self.gate_timeout_s:g} s",
+                )
+            self.wake.wait(self.poll_s)
+            self.wake.clear()
+
+    def _candidate_pr(self, trial: str) -> int | None:
+        for event in self.ledger.events(self.campaign):
+            if event.kind == "pr_opened" and event.payload["trial"] == trial:
+                return int(event.payload["pr"])
+        return None
 
     def _recipe_path(self) -> str:
         opened = self.ledger.events(self.campaign)[0].payload
@@ -134,7 +193,7 @@ class ActionsExecutor(LocalExecutor):
                 "fingerprint": effective.fingerprint(),
                 "devices": effective.devices,
                 "forecast_device_seconds": self.forecast(effective.devices),
-                "profile": False,  # the bench workflow does not profile
+                "profile": profile,
             },
         )
         trial_dir = self.workdir / "trials" / trial
@@ -148,6 +207,7 @@ class ActionsExecutor(LocalExecutor):
                 "recipe": self._recipe_path(),
                 "steps": str(self.steps),
                 "warmup": str(self.warmup),
+                "profile": "true" if profile else "false",
             }
             workflow = self.repo.get_workflow(BENCH_WORKFLOW)
             if not workflow.create_dispatch(self.repo.default_branch, inputs):
@@ -199,7 +259,7 @@ class ActionsExecutor(LocalExecutor):
         result = self._result(trial, run, launch, started, ended)
         Path(launch.handle.workdir, "result.json").write_text(result.model_dump_json(indent=2))
         payload = budget.trial_finished_payload(result)
-        payload["profile"] = None
+        payload["profile"] = result.profile.model_dump() if result.profile else None
         payload["run_id"] = run.id
         self.ledger.append(
             self.campaign, "trial_finished", {"trial": trial, **payload, "reconciled": reconciled}

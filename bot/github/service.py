@@ -32,6 +32,8 @@ from runners.adapter import get_adapter
 log = logging.getLogger("attune.github")
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
+GUARDED = ("gate/", "registry/", ".github/")
+"""Paths a tuned or candidate pull request may never change (CODEOWNERS guards them)."""
 DEFAULT_STEPS = 12
 DEFAULT_WARMUP = 3
 RESUMABLE = frozenset({"requested", "error"})
@@ -133,9 +135,18 @@ class GitHubCampaigns:
                 alive.campaign, running=True
             )
         pull = ctx.repo.get_pull(ctx.number)
+        files = list(pull.get_files())
+        guarded = [f.filename for f in files if f.filename.startswith(GUARDED)]
+        if guarded:
+            return (
+                "Refused: this pull request changes "
+                + ", ".join(f"`{g}`" for g in guarded)
+                + ". attune never benchmarks changes to the gate, the registry or the "
+                "workflows; they go through CODEOWNERS review on their own."
+            )
         recipes = [
             f.filename
-            for f in pull.get_files()
+            for f in files
             if f.filename.endswith(RECIPE_SUFFIXES) and f.status != "removed"
         ]
         if len(recipes) != 1:
@@ -214,8 +225,8 @@ class GitHubCampaigns:
         self._start(ctx, campaign)
         return f"Resuming `{campaign}` from the ledger."
 
-    def workflow_run_completed(self, repo: str, run: dict[str, Any]) -> None:
-        """A bench run finished: wake the campaigns of that repository waiting on runs."""
+    def wake(self, repo: str) -> None:
+        """A run or check finished: wake the campaigns of that repository waiting on one."""
         with self._lock:
             for (name, _), running in self.running.items():
                 if name == repo:
@@ -256,6 +267,7 @@ class GitHubCampaigns:
                     budget_device_seconds=float(opened["budget_device_hours"]) * 3600,
                     steps=int(opened["steps"]),
                     warmup=int(opened["warmup"]),
+                    default_forecast_s=self.settings.forecast_seconds,
                 )
                 Campaign(
                     name=campaign,
@@ -269,8 +281,9 @@ class GitHubCampaigns:
         except (AttuneError, GithubException) as exc:
             log.error("campaign %s stopped: %s", campaign, exc)
             with Ledger(self.settings.ledger_path) as ledger:
-                stopped = {"reason": "error", "evidence": [str(exc)]}
-                ledger.append(campaign, "campaign_stopped", stopped)
+                if fold(campaign, ledger.events(campaign)).stopped is None:
+                    stopped = {"reason": "error", "evidence": [str(exc)]}
+                    ledger.append(campaign, "campaign_stopped", stopped)
             forge.repo.get_issue(number).create_comment(
                 f"attune campaign `{campaign}` stopped: {exc}\n\n`/attune resume` continues it."
             )

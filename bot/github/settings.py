@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     """``owner/name`` of the repositories the App acts on (comma-separated); empty: none."""
     github_api_url: str = "https://api.github.com"
     """REST API root (GitHub Enterprise: ``https://HOST/api/v3``)."""
+    forecast_seconds: float = Field(600.0, gt=0)
+    """Device-seconds per device a trial is assumed to cost before any trial finished (the
+    budget check needs a forecast before the first run)."""
     poll_seconds: float = Field(15.0, gt=0)
     """How often a waiting campaign asks GitHub for its workflow runs and checks."""
 

@@ -1,0 +1,153 @@
+"""A whole campaign in GitHub mode, over real HTTP: a comment starts it, candidate pull
+requests are opened, gated and benchmarked through the (played) workflows, winners are merged,
+losers closed, and the ledger matches the comments.
+
+The GitHub Actions side is played by tests/github_harness.ActionsPlayer, which runs the real
+``attune gate check`` and ``attune bench`` on the embedded workload for what the bot dispatches.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.campaign_state import fold
+from gate.budget import campaign_summary
+from gate.ledger import Ledger
+from tests.github_harness import (
+    RECIPE_PATH,
+    ActionsPlayer,
+    comment,
+    github_mode,
+    ledger_events,
+    replies,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_comment_runs_a_campaign_end_to_end(tmp_path: Path) -> None:
+    with (
+        github_mode(tmp_path) as (fake, app, number),
+        ActionsPlayer(fake, app, tmp_path) as actions,
+    ):
+        tuned_head = fake.head("tune-ported")
+        comment(fake, app, number, "maintainer", "/attune tune budget=0.012 steps=4")
+        wait_for(lambda: replies(fake, number), timeout=20, what="the start reply")
+        assert replies(fake, number)[0].startswith("Started campaign `octo-org-models-pr1-1`")
+
+        # a second tune while it runs answers with the status
+        comment(fake, app, number, "maintainer", "/attune tune")
+        wait_for(lambda: len(replies(fake, number)) >= 2, timeout=20, what="the second reply")
+        assert any("already running" in r for r in replies(fake, number))
+
+        def stopped() -> bool:
+            return any(e.kind == "campaign_stopped" for e in ledger_events(app))
+
+        wait_for(stopped, timeout=400, what="the campaign to stop")
+        assert actions.errors == []
+
+        with Ledger(app.settings.ledger_path) as ledger:
+            assert ledger.verify().ok
+            (campaign,) = ledger.campaigns()
+            events = ledger.events(campaign)
+        state = fold(campaign, events)
+        assert state.noise is not None and state.noise.runs >= 5
+        assert state.stopped is not None
+
+        # every bench ran as a dispatched workflow on the pinned commit, none twice
+        dispatches = fake.dispatches()
+        finished = [e for e in events if e.kind == "trial_finished"]
+        assert len(dispatches) == len({d.inputs["trial"] for d in dispatches}) == len(finished)
+        calibration = [d for d in dispatches if d.inputs["trial"].startswith("baseline-")]
+        assert {d.inputs["sha"] for d in calibration} == {tuned_head}
+        assert all(d.workflow.endswith("attune-bench.yml") for d in dispatches)
+
+        # candidate pull requests into the tuned branch, gated, each merged or closed
+        candidates = [p for p in fake.pulls() if p.head.startswith(f"attune/{campaign}/")]
+        assert candidates, "the agent proposed nothing"
+        for pull in candidates:
+            assert pull.base == "tune-ported"
+            assert {"attune", "attune:candidate"} <= set(pull.labels)
+            assert pull.state == "closed"
+            checks = {c.name: c.conclusion for c in fake.check_runs(pull.number)}
+            assert checks.get("attune/gate") in ("success", "failure")  # the workflow's
+            assert checks.get("attune/baseline-gate") in ("success", "failure")  # the bot's
+            costs = [c for c in fake.comments(pull.number) if "<!-- attune:cost -->" in c.body]
+            assert len(costs) == 1
+            assert "Hypothesis" in pull.body and "Bottleneck" in pull.body
+        merged = [p for p in candidates if p.merged]
+        if merged:  # squash-merged into the tuned branch: its recipe is the last winner's
+            last = max(merged, key=lambda p: p.merged_at)
+            assert (
+                fake.files_at("tune-ported")[RECIPE_PATH]
+                == fake.files_at(last.head_sha)[RECIPE_PATH]
+            )
+
+        # ONE campaign comment on the tuned PR, edited in place; its total is the ledger's
+        marked = [c for c in fake.comments(number) if "<!-- attune:campaign -->" in c.body]
+        assert len(marked) == 1
+        assert marked[0].updated_at > marked[0].created_at
+        spent = re.search(r"\*\*Budget:\*\* ([0-9.]+) of", marked[0].body)
+        assert spent is not None
+        total = campaign_summary(events).device_hours
+        assert float(spent.group(1)) == pytest.approx(total, abs=5e-5)
+
+        assert fake.violations == []
+        assert fake.response_problems == []
+
+
+def _events(app: object, kind: str) -> list[dict[str, object]]:
+    return [e.payload for e in ledger_events(app) if e.kind == kind]  # type: ignore[arg-type]
+
+
+def test_stop_then_resume_from_the_ledger(tmp_path: Path) -> None:
+    with github_mode(tmp_path) as (fake, app, number):
+        actions = ActionsPlayer(fake, app, tmp_path)  # played by hand, one run at a time
+        comment(fake, app, number, "maintainer", "/attune tune budget=0.05 steps=4")
+        wait_for(lambda: len(fake.dispatches()) == 1, timeout=30, what="the first dispatch")
+        comment(fake, app, number, "maintainer", "/attune stop")
+        wait_for(
+            lambda: any("Stopping" in r for r in replies(fake, number)),
+            timeout=20,
+            what="the stop reply",
+        )
+        actions._run_new_dispatches()  # the running trial finishes; then the campaign stops
+        wait_for(lambda: _events(app, "campaign_stopped"), timeout=60, what="the stop")
+        assert _events(app, "campaign_stopped")[0]["reason"] == "requested"
+        assert len(fake.dispatches()) == 1
+
+        comment(fake, app, number, "reader", "/attune resume")
+        wait_for(
+            lambda: any("Sorry @reader" in r for r in replies(fake, number)),
+            timeout=20,
+            what="the refusal",
+        )
+        comment(fake, app, number, "maintainer", "/attune resume")
+        wait_for(lambda: len(fake.dispatches()) == 2, timeout=30, what="the next dispatch")
+        assert _events(app, "campaign_resumed") == [{"by": "maintainer"}]
+        assert any(r.startswith("Resuming `octo-org-models-pr1-1`") for r in replies(fake, number))
+        trials = [d.inputs["trial"] for d in fake.dispatches()]
+        assert trials == ["baseline-1", "baseline-2"]  # picked up where the ledger left off
+
+
+def test_a_head_that_moves_during_the_campaign_stops_it(tmp_path: Path) -> None:
+    with github_mode(tmp_path) as (fake, app, number):
+        actions = ActionsPlayer(fake, app, tmp_path)
+        comment(fake, app, number, "maintainer", "/attune tune budget=0.05 steps=4")
+        wait_for(lambda: len(fake.dispatches()) == 1, timeout=30, what="the first dispatch")
+        fake.commit(
+            "tune-ported", {"README.md": "pushed during the campaign\n"}, author="maintainer"
+        )
+        actions._run_new_dispatches()
+        wait_for(lambda: _events(app, "campaign_stopped"), timeout=60, what="the stop")
+        (stopped,) = _events(app, "campaign_stopped")
+        assert stopped["reason"] == "error"
+        assert "the head of tune-ported moved" in str(stopped["evidence"])
+        assert len(fake.dispatches()) == 1  # nothing launched on the moved head
+        wait_for(
+            lambda: any("moved" in r for r in replies(fake, number)), timeout=20, what="the comment"
+        )
