@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bot.campaign_state import fold
@@ -95,6 +96,10 @@ def test_a_comment_runs_a_campaign_end_to_end(tmp_path: Path) -> None:
         assert spent is not None
         total = campaign_summary(events).device_hours
         assert float(spent.group(1)) == pytest.approx(total, abs=5e-5)
+
+        (status,) = httpx.get(f"{app.url}/campaigns").json()
+        assert status["campaign"] == campaign and status["tuned_pr"] == number
+        assert status["spent_gpu_hours"] == pytest.approx(total, abs=1e-5)
 
         assert fake.violations == []
         assert fake.response_problems == []

@@ -42,12 +42,14 @@ def gate_check(
     baseline, candidate = resolve_pair(baseline_path, candidate_path)
     registry = load_registry(baseline.framework, baseline.framework_version, registry_dir)
     report = judge(baseline, candidate, registry)
+    resolved_by = {"framework": baseline.framework, "framework_version": baseline.framework_version}
     if as_json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(json.dumps({**report.to_json(), **resolved_by}, indent=2) + "\n")
     elif markdown:
         sys.stdout.write(gate_summary(report) + "\n")
     else:
         if report.findings:
             console.print(gate_table(report))
         console.print(verdict_line(report))
+        console.print(f"resolved by {baseline.framework} {baseline.framework_version}")
     return 1 if report.verdict == "reject" else 0
