@@ -116,6 +116,28 @@ class LocalExecutor:
         profile: bool = False,
     ) -> Launch:
         """``trial_started`` first, then the launch, then its handle as ``trial_launched``."""
+        self.record_started(trial, role, recipe, effective, profile=profile)
+        launch = start_bench(
+            recipe,
+            steps=self.steps,
+            warmup=self.warmup,
+            workdir=self.trial_dir(trial),
+            profile=profile,
+            timeout_s=self.timeout_s,
+            effective=effective,
+            backend=self.backend,
+        )
+        self.record_launched(trial, launch)
+        return launch
+
+    def trial_dir(self, trial: str) -> Path:
+        """Where a trial's logs, launch handle and result live."""
+        return self.workdir / "trials" / trial
+
+    def record_started(
+        self, trial: str, role: Role, recipe: Recipe, effective: EffectiveConfig, *, profile: bool
+    ) -> None:
+        """``trial_started``: written before anything is launched."""
         self.ledger.append(
             self.campaign,
             "trial_started",
@@ -129,34 +151,27 @@ class LocalExecutor:
                 "profile": profile,
             },
         )
-        launch = start_bench(
-            recipe,
-            steps=self.steps,
-            warmup=self.warmup,
-            workdir=self.workdir / "trials" / trial,
-            profile=profile,
-            timeout_s=self.timeout_s,
-            effective=effective,
-            backend=self.backend,
-        )
-        # beside the run too, for a bot killed before the handle reached the ledger
+
+    def record_launched(self, trial: str, launch: Launch) -> None:
+        """The launch's handle, beside the run (for a bot killed before the handle reached the
+        ledger) and as ``trial_launched``."""
         Path(launch.handle.workdir, "launch.json").write_text(launch.model_dump_json())
         self.ledger.append(
             self.campaign, "trial_launched", {"trial": trial, **launch.model_dump(mode="json")}
         )
-        return launch
+
+    def record_finished(self, trial: str, result: TrialResult, **extra: object) -> None:
+        """The result beside the run, and its charge as ``trial_finished``."""
+        self.trial_dir(trial).mkdir(parents=True, exist_ok=True)
+        (self.trial_dir(trial) / "result.json").write_text(result.model_dump_json(indent=2))
+        payload = budget.trial_finished_payload(result)
+        payload["profile"] = result.profile.model_dump() if result.profile else None
+        self.ledger.append(self.campaign, "trial_finished", {"trial": trial, **payload, **extra})
 
     def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
         """Wait for the launch (possibly started by an earlier bot), charge it, return it."""
         result = collect(launch, self.backend.wait(launch.handle))
-        Path(launch.handle.workdir, "result.json").write_text(result.model_dump_json(indent=2))
-        payload = budget.trial_finished_payload(result)
-        payload["profile"] = result.profile.model_dump() if result.profile else None
-        self.ledger.append(
-            self.campaign,
-            "trial_finished",
-            {"trial": trial, **payload, "reconciled": reconciled},
-        )
+        self.record_finished(trial, result, reconciled=reconciled)
         return result
 
     def run(

@@ -14,7 +14,6 @@ import threading
 import time
 import zipfile
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from github.Repository import Repository
@@ -23,7 +22,6 @@ from pydantic import ValidationError
 
 from bot.executor import LocalExecutor
 from bot.interfaces import Role
-from gate import budget
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult
@@ -183,20 +181,8 @@ class ActionsExecutor(LocalExecutor):
         profile: bool = False,
     ) -> Launch:
         """``trial_started``, then the workflow dispatch, then ``trial_launched``."""
-        self.ledger.append(
-            self.campaign,
-            "trial_started",
-            {
-                "trial": trial,
-                "role": role,
-                "recipe": recipe.name,
-                "fingerprint": effective.fingerprint(),
-                "devices": effective.devices,
-                "forecast_device_seconds": self.forecast(effective.devices),
-                "profile": profile,
-            },
-        )
-        trial_dir = self.workdir / "trials" / trial
+        self.record_started(trial, role, recipe, effective, profile=profile)
+        trial_dir = self.trial_dir(trial)
         trial_dir.mkdir(parents=True, exist_ok=True)
         allocated = time.time()
         if self._find_run(trial, since=allocated - self.run_timeout_s) is None:
@@ -224,10 +210,7 @@ class ActionsExecutor(LocalExecutor):
                 backend="github-actions", pid=0, workdir=str(trial_dir), allocated_at=allocated
             ),
         )
-        Path(trial_dir, "launch.json").write_text(launch.model_dump_json())
-        self.ledger.append(
-            self.campaign, "trial_launched", {"trial": trial, **launch.model_dump(mode="json")}
-        )
+        self.record_launched(trial, launch)
         return launch
 
     def _find_run(self, trial: str, *, since: float) -> WorkflowRun | None:
@@ -257,13 +240,7 @@ class ActionsExecutor(LocalExecutor):
         started = _ts(run.run_started_at or run.created_at, launch.handle.allocated_at)
         ended = _ts(run.updated_at, time.time())
         result = self._result(trial, run, launch, started, ended)
-        Path(launch.handle.workdir, "result.json").write_text(result.model_dump_json(indent=2))
-        payload = budget.trial_finished_payload(result)
-        payload["profile"] = result.profile.model_dump() if result.profile else None
-        payload["run_id"] = run.id
-        self.ledger.append(
-            self.campaign, "trial_finished", {"trial": trial, **payload, "reconciled": reconciled}
-        )
+        self.record_finished(trial, result, run_id=run.id, reconciled=reconciled)
         return result
 
     def _result(

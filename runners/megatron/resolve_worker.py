@@ -96,9 +96,9 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
             stderr.write(capture.getvalue())
             arguments.validate_args(args)
     except _ArgparseError as exc:
-        return {"error": f"args: {one_line(exc)}"}
+        return {"error": one_line(exc), "key": "args"}
     except (AssertionError, ValueError, TypeError, RuntimeError, SystemExit) as exc:
-        return {"error": f"{type(exc).__name__}: {one_line(exc)}"}
+        return {"error": f"{type(exc).__name__}: {one_line(exc)}", "key": "args"}
     values = {k: json_safe(v) for k, v in sorted(vars(args).items()) if not k.startswith("_")}
     if "num_microbatches" not in values:
         # validate_args (0.19.2) checks global_batch_size % (micro_batch_size x dp) == 0 but

@@ -1,0 +1,154 @@
+"""What the Megatron-LM and torchtitan adapters share: a recipe body with a launch shape, and
+resolution by a resolve worker in a secret-free subprocess (one per gate check).
+
+Neither framework launches here yet: ``launch`` says it needs a GPU backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig, Recipe, StepRecord
+from runners.adapter import FrameworkKeys, LaunchSpec
+from runners.resolve_process import run_worker
+
+
+class DistributedRecipe(BaseModel):
+    """The launch shape and environment of a multi-device recipe body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = ""
+    """Free text: where the recipe came from, what it is for."""
+    world_size: int | None = Field(default=None, ge=1)
+    """Total ranks; give either this or ``nodes`` x ``gpus_per_node``."""
+    nodes: int | None = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the launch; the framework's validation may read some."""
+
+    @model_validator(mode="after")
+    def _one_size_form(self) -> Self:
+        split = self.nodes is not None or self.gpus_per_node is not None
+        if self.world_size is not None and split:
+            raise ValueError("give either world_size or nodes x gpus_per_node, not both")
+        if self.world_size is None and (self.nodes is None or self.gpus_per_node is None):
+            raise ValueError("give world_size, or both nodes and gpus_per_node")
+        return self
+
+    @property
+    def total_devices(self) -> int:
+        """World size: ``world_size`` or ``nodes`` x ``gpus_per_node``."""
+        if self.world_size is not None:
+            return self.world_size
+        assert self.nodes is not None and self.gpus_per_node is not None
+        return self.nodes * self.gpus_per_node
+
+
+BodyT = TypeVar("BodyT", bound=DistributedRecipe)
+
+
+class WorkerAdapter(Generic[BodyT]):
+    """A FrameworkAdapter whose resolution runs ``worker`` (``python -m``) in a subprocess."""
+
+    name: str
+    body_model: ClassVar[type[DistributedRecipe]]
+    worker: ClassVar[str]
+    """Module of the resolve worker."""
+    missing_module: ClassVar[str]
+    install_hint: ClassVar[str]
+    path_var: ClassVar[str]
+    """Environment variable naming a framework checkout to resolve with."""
+    error_key: ClassVar[str] = "args"
+    """Recipe key an error of the framework's own validation is reported under."""
+
+    def request_item(self, body: BodyT) -> dict[str, Any]:
+        """What the worker needs to resolve one recipe."""
+        raise NotImplementedError
+
+    def explicit(self, body: BodyT, result: dict[str, Any]) -> set[str]:
+        """Keys the recipe set itself (the worker's answer, by default)."""
+        return set(result["explicit"])
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        return run_worker(
+            self.worker,
+            request,
+            label=self.label,
+            missing_module=self.missing_module,
+            install_hint=self.install_hint,
+            extra_path_vars=(self.path_var,),
+        )
+
+    @property
+    def label(self) -> str:
+        return {"megatron": "Megatron"}.get(self.name, self.name)
+
+    def _body(self, recipe: Recipe) -> BodyT:
+        try:
+            return self.body_model.model_validate(recipe.body)  # type: ignore[return-value]
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"]) or None
+            msg = err["msg"].removeprefix("Value error, ")
+            raise AttuneError(msg.lower(), path=recipe.path, key=key) from None
+
+    def resolve(self, recipe: Recipe) -> EffectiveConfig:
+        return self.resolve_many([recipe])[0]
+
+    def resolve_many(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig]:
+        """Resolve ``recipes`` in one worker process; the first failing one is an AttuneError."""
+        configs = []
+        for outcome in self.resolve_each(recipes):
+            if isinstance(outcome, AttuneError):
+                raise outcome
+            configs.append(outcome)
+        return configs
+
+    def resolve_each(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig | AttuneError]:
+        """Resolve ``recipes`` in one worker process: a config, or the error naming the recipe
+        file and key, for each. A malformed recipe body still raises at once (nothing runs)."""
+        bodies = [self._body(r) for r in recipes]
+        if not bodies:
+            return []
+        answer = self._ask({"recipes": [self.request_item(b) for b in bodies]})
+        version = str(answer["version"])
+        outcomes: list[EffectiveConfig | AttuneError] = []
+        for recipe, body, result in zip(recipes, bodies, answer["results"], strict=True):
+            if "error" in result:
+                key = str(result.get("key") or self.error_key)
+                outcomes.append(AttuneError(str(result["error"]), path=recipe.path, key=key))
+                continue
+            explicit = self.explicit(body, result)
+            explicit.update(f"env.{k}" for k in body.env)
+            outcomes.append(
+                EffectiveConfig(
+                    framework=self.name,
+                    framework_version=version,
+                    values=result["values"],
+                    env=result["env"],
+                    explicit=sorted(explicit),
+                    devices=body.total_devices,
+                )
+            )
+        return outcomes
+
+    def keys(self) -> FrameworkKeys:
+        """Every key of the framework's parser and the line defining it (from the worker)."""
+        answer = self._ask({"keys": True})
+        return FrameworkKeys(framework=self.name, version=answer["version"], keys=answer["keys"])
+
+    def launch(
+        self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
+    ) -> LaunchSpec:
+        """Not implemented yet: these frameworks need a GPU backend."""
+        raise AttuneError(f"launching {self.label} needs a GPU backend; attune gate check works")
+
+    def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
+        """Not implemented yet (nothing launches these frameworks here); no records."""
+        return []
