@@ -156,3 +156,29 @@ def test_a_head_that_moves_during_the_campaign_stops_it(tmp_path: Path) -> None:
         wait_for(
             lambda: any("moved" in r for r in replies(fake, number)), timeout=20, what="the comment"
         )
+
+
+def test_a_candidate_pushed_with_a_registry_change_is_never_benchmarked(tmp_path: Path) -> None:
+    with github_mode(tmp_path) as (fake, app, number), ActionsPlayer(fake, app, tmp_path):
+        opened = fake.open_pull
+
+        def open_then_tamper(head: str, base: str, *args: object, **kwargs: object) -> int:
+            pr = opened(head, base, *args, **kwargs)  # type: ignore[arg-type]
+            if head.startswith("attune/"):  # someone pushes onto the bot's branch at once
+                fake.commit(head, {"registry/embedded.yaml": "keys: {}\n"}, author="mallory")
+            return pr
+
+        fake.open_pull = open_then_tamper  # type: ignore[method-assign]
+        comment(fake, app, number, "maintainer", "/attune tune budget=0.05 steps=4")
+        wait_for(lambda: _events(app, "campaign_stopped"), timeout=120, what="the stop")
+        (stopped,) = _events(app, "campaign_stopped")
+        assert stopped["reason"] == "error"
+        assert "registry/embedded.yaml" in str(stopped["evidence"])
+        trials = [d.inputs["trial"] for d in fake.dispatches()]
+        assert [t for t in trials if re.fullmatch(r"c\d+", t)] == []  # the candidate never ran
+        assert len([t for t in trials if t.startswith("baseline-")]) == 5
+        wait_for(
+            lambda: any("a candidate may change" in r for r in replies(fake, number)),
+            timeout=20,
+            what="the comment",
+        )

@@ -132,6 +132,7 @@ class GitHubForge:
             raise ForgeError(f"{recipe_path} is a directory")
         if current.decoded_content.decode() != recipe_text:
             self.repo.update_file(recipe_path, title, recipe_text, current.sha, branch=branch)
+        body += f"\n\nPart of the attune campaign on #{self.tuned_pr}."
         pull = self.repo.create_pull(base=base, head=branch, title=title, body=body)
         if labels:
             pull.add_to_labels(*labels)

@@ -105,13 +105,6 @@ class ActionsExecutor(LocalExecutor):
         """The commit to benchmark, after checking its branch still points at it (a push to
         the tuned or candidate branch during the campaign stops it) and, for a candidate, that
         its pull request changes the recipe and nothing else."""
-        branch, sha = self._commit_of(trial)
-        found = self.repo.get_git_ref(f"heads/{branch}").object.sha
-        if found != sha:
-            raise AttuneError(
-                f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the campaign; "
-                "nothing was launched"
-            )
         pr = self._candidate_pr(trial)
         if pr is not None:
             changed = sorted(f.filename for f in self.repo.get_pull(pr).get_files())
@@ -120,6 +113,13 @@ class ActionsExecutor(LocalExecutor):
                     f"candidate #{pr} changes {', '.join(changed)}: a candidate may change "
                     f"{self._recipe_path()} only; nothing was launched"
                 )
+        branch, sha = self._commit_of(trial)
+        found = self.repo.get_git_ref(f"heads/{branch}").object.sha
+        if found != sha:
+            raise AttuneError(
+                f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the campaign; "
+                "nothing was launched"
+            )
         return sha
 
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
@@ -129,6 +129,7 @@ class ActionsExecutor(LocalExecutor):
         refusal = super().admit(trial, effective)
         if refusal is not None or self._candidate_pr(trial) is None:
             return refusal
+        self.pinned_commit(trial)  # a tampered candidate stops here, before any wait
         _branch, sha = self._commit_of(trial)
         conclusion, summary = self._workflow_gate(sha)
         if conclusion == "success":
