@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,25 @@ def test_a_broken_file_fails_every_lookup(tmp_path: Path) -> None:
 def test_version_range_selects_the_file(tmp_path: Path) -> None:
     with pytest.raises(AttuneError, match="no registry for framework 'embedded' version 2"):
         load_registry("embedded", "2")
+
+
+def test_coverage_command_lists_missing_and_stale_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.cli import main
+
+    assert main(["registry", "coverage", "--framework", "embedded"]) == 0
+    assert "every parser key is classified" in capsys.readouterr().out
+    text = (DEFAULT_REGISTRY_DIR / "embedded.yaml").read_text()
+    data = load_file(DEFAULT_REGISTRY_DIR / "embedded.yaml").data
+    seed = data.keys["seed"]
+    text = text.replace("  seed:\n", "  sead:\n", 1)  # one key renamed: missing + stale
+    (tmp_path / "embedded.yaml").write_text(text)
+    assert seed.key_class == "semantic"
+    code = main(
+        ["registry", "coverage", "--framework", "embedded", "--registry", str(tmp_path), "--json"]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["missing"] == ["seed"]
+    assert report["not_in_parser"] == ["sead"]
