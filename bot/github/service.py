@@ -42,10 +42,17 @@ RESUMABLE = frozenset({"requested", "error"})
 
 @dataclass
 class Running:
+    """A campaign thread and the two events it listens to."""
+
     campaign: str
-    thread: threading.Thread
     wake: threading.Event = field(default_factory=threading.Event)
+    """Set by webhooks: a run or check completed, look again now."""
     stop: threading.Event = field(default_factory=threading.Event)
+    """Set by ``/attune stop``: stop after the current trial."""
+    thread: threading.Thread | None = None
+
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
 
 
 def campaign_prefix(repo: str, number: int) -> str:
@@ -78,7 +85,7 @@ class GitHubCampaigns:
     def _alive(self, repo: str, number: int) -> Running | None:
         with self._lock:
             run = self.running.get((repo, number))
-            return run if run is not None and run.thread.is_alive() else None
+            return run if run is not None and run.alive() else None
 
     def status_text(self, campaign: str, *, running: bool) -> str:
         state = self._state(campaign)
@@ -104,7 +111,7 @@ class GitHubCampaigns:
         with Ledger(self.settings.ledger_path) as ledger:
             names = ledger.campaigns()
             states = [fold(name, ledger.events(name)) for name in names]
-        alive = {r.campaign for r in self.running.values() if r.thread.is_alive()}
+        alive = {r.campaign for r in self.running.values() if r.alive()}
         return [
             {
                 "campaign": s.campaign,
@@ -237,7 +244,7 @@ class GitHubCampaigns:
     def _start(self, ctx: PullContext, campaign: str) -> None:
         repo, number = ctx.repo_name, ctx.number
         self.installation_of[repo] = ctx.installation_id
-        running = Running(campaign=campaign, thread=threading.Thread(daemon=True))
+        running = Running(campaign=campaign)
         running.thread = threading.Thread(
             target=self._run, args=(repo, number, running), name=campaign, daemon=True
         )
