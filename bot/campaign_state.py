@@ -27,6 +27,11 @@ class CampaignParams(BaseModel):
     agent: str
     calibration_runs: int
     max_trials: int
+    # GitHub mode: where the campaign was started, by whom, through which App installation
+    repo: str | None = None
+    pr: int | None = None
+    installation: int | None = None
+    by: str | None = None
 
 
 class TrialRecord(BaseModel):

@@ -98,7 +98,7 @@ class App:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -8,7 +8,10 @@ The GitHub Actions side is played by tests/github_harness.ActionsPlayer, which r
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -17,13 +20,20 @@ import pytest
 from bot.campaign_state import fold
 from gate.budget import campaign_summary
 from gate.ledger import Ledger
+from tests.fakegithub import FakeGitHub
 from tests.github_harness import (
+    FULL,
     RECIPE_PATH,
+    REPO_ROOT,
+    SECRET,
     ActionsPlayer,
+    App,
     comment,
+    free_port,
     github_mode,
     ledger_events,
     replies,
+    seed_repo,
     wait_for,
 )
 
@@ -182,3 +192,70 @@ def test_a_candidate_pushed_with_a_registry_change_is_never_benchmarked(tmp_path
             timeout=20,
             what="the comment",
         )
+
+
+def test_an_app_killed_mid_campaign_carries_on_after_a_restart(tmp_path: Path) -> None:
+    """``attune serve`` is killed (-9) while a trial runs; the next app resumes the campaign
+    from the ledger by itself, waits for the run the first one dispatched and charges it once."""
+    with FakeGitHub() as fake:
+        number = seed_repo(fake)
+        key = tmp_path / "app.pem"
+        key.write_text(fake.private_key_pem)
+        port = free_port()
+        env = {
+            **os.environ,
+            "ATTUNE_APP_ID": str(fake.app_id),
+            "ATTUNE_PRIVATE_KEY_PATH": str(key),
+            "ATTUNE_WEBHOOK_SECRET": SECRET,
+            "ATTUNE_LEDGER_PATH": str(tmp_path / "ledger.db"),
+            "ATTUNE_STATE_DIR": str(tmp_path / "state"),
+            "ATTUNE_ALLOWED_REPOSITORIES": FULL,
+            "ATTUNE_GITHUB_API_URL": fake.url,
+            "ATTUNE_POLL_SECONDS": "0.2",
+            "ATTUNE_FORECAST_SECONDS": "3",
+        }
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+
+            def up() -> bool:
+                try:
+                    return httpx.get(f"{url}/healthz").status_code == 200
+                except httpx.ConnectError:
+                    return False
+
+            wait_for(up, timeout=30, what="attune serve")
+            payload = fake.webhooks.issue_comment(
+                number, "maintainer", "/attune tune budget=0.05 steps=4"
+            )
+            fake.webhooks.deliver(f"{url}/webhook", "issue_comment", payload, SECRET)
+            wait_for(lambda: len(fake.dispatches()) == 1, timeout=60, what="the first dispatch")
+
+            def launched() -> bool:
+                with Ledger(tmp_path / "ledger.db") as ledger:
+                    return any(
+                        e.kind == "trial_launched"
+                        for c in ledger.campaigns()
+                        for e in ledger.events(c)
+                    )
+
+            wait_for(launched, timeout=30, what="the launch in the ledger")
+        finally:
+            serve.kill()
+            serve.wait(timeout=10)
+
+        with App(fake, tmp_path) as app, ActionsPlayer(fake, app, tmp_path):
+            wait_for(lambda: len(fake.dispatches()) >= 3, timeout=120, what="the campaign")
+            trials = [d.inputs["trial"] for d in fake.dispatches()]
+            assert trials[:3] == ["baseline-1", "baseline-2", "baseline-3"]
+            first = _events(app, "trial_finished")[0]
+            assert first["trial"] == "baseline-1" and first["reconciled"] is True
+            finished = [p["trial"] for p in _events(app, "trial_finished")]
+            assert finished.count("baseline-1") == 1  # charged once
+            assert trials.count("baseline-1") == 1  # never dispatched twice

@@ -7,10 +7,11 @@ answers at once and handles the event in a background thread: GitHub gives a web
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
@@ -53,6 +54,9 @@ class CampaignService(Protocol):
     def stop(self, ctx: PullContext) -> str: ...
     def resume(self, ctx: PullContext) -> str: ...
     def overview(self) -> list[dict[str, Any]]: ...
+    def recover(self) -> list[str]:
+        """Start again the campaigns that were running when the app stopped."""
+
     def wake(self, repo: str) -> None:
         """A workflow run or check run of ``repo`` completed: waiting campaigns look again."""
 
@@ -76,7 +80,13 @@ def installation_client(settings: Settings, **github_kwargs: Any) -> GithubFacto
 def create_app(
     settings: Settings, campaigns: CampaignService, github_for: GithubFactory
 ) -> FastAPI:
-    app = FastAPI(title="attune", docs_url=None, redoc_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        for name in campaigns.recover():
+            log.info("resumed campaign %s from the ledger", name)
+        yield
+
+    app = FastAPI(title="attune", docs_url=None, redoc_url=None, lifespan=lifespan)
     deliveries = DeliveryLog(settings.state_dir / "deliveries.db")
     secret = settings.webhook_secret.get_secret_value()
     allowed = set(settings.allowed_repositories)

@@ -196,9 +196,10 @@ class GitHubCampaigns:
                     "pr": ctx.number,
                     "head_sha": head,
                     "by": ctx.user,
+                    "installation": ctx.installation_id,
                 },
             )
-        self._start(ctx, campaign)
+        self._start_for(ctx, campaign)
         return (
             f"Started campaign `{campaign}` on `{path}` at {head[:7]}: budget {budget:g} "
             f"GPU-hours, {steps} steps per trial. Candidates arrive as pull requests into this "
@@ -229,7 +230,7 @@ class GitHubCampaigns:
                 )
             with Ledger(self.settings.ledger_path) as ledger:
                 ledger.append(campaign, "campaign_resumed", {"by": ctx.user})
-        self._start(ctx, campaign)
+        self._start_for(ctx, campaign)
         return f"Resuming `{campaign}` from the ledger."
 
     def wake(self, repo: str) -> None:
@@ -241,9 +242,28 @@ class GitHubCampaigns:
 
     # --- the campaign threads ---
 
-    def _start(self, ctx: PullContext, campaign: str) -> None:
-        repo, number = ctx.repo_name, ctx.number
-        self.installation_of[repo] = ctx.installation_id
+    def recover(self) -> list[str]:
+        """Start again every campaign of the ledger that was running when the app stopped
+        (opened by a command, never stopped): a restarted app carries on by itself. Returns
+        their names."""
+        with Ledger(self.settings.ledger_path) as ledger:
+            states = [fold(name, ledger.events(name)) for name in ledger.campaigns()]
+        resumed = []
+        for state in states:
+            params = state.params
+            if state.stopped is not None or params is None or params.installation is None:
+                continue  # finished, stopped on request, or not a GitHub campaign
+            assert params.repo is not None and params.pr is not None
+            if self._alive(params.repo, params.pr) is None:
+                self._start(params.repo, params.pr, params.installation, state.campaign)
+                resumed.append(state.campaign)
+        return resumed
+
+    def _start_for(self, ctx: PullContext, campaign: str) -> None:
+        self._start(ctx.repo_name, ctx.number, ctx.installation_id, campaign)
+
+    def _start(self, repo: str, number: int, installation: int, campaign: str) -> None:
+        self.installation_of[repo] = installation
         running = Running(campaign=campaign)
         running.thread = threading.Thread(
             target=self._run, args=(repo, number, running), name=campaign, daemon=True
