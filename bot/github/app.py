@@ -35,7 +35,6 @@ class PullContext:
     def __init__(
         self, github: Github, repo: str, number: int, user: str, installation_id: int
     ) -> None:
-        self.github = github
         self.installation_id = installation_id
         self.repo_name = repo
         self.number = number

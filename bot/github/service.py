@@ -65,8 +65,6 @@ class GitHubCampaigns:
     def __init__(self, settings: Settings, github_for: GithubFactory) -> None:
         self.settings = settings
         self.github_for = github_for
-        self.installation_of: dict[str, int] = {}
-        """repo -> installation id, learnt from the commands."""
         self.running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
         settings.ledger_path.parent.mkdir(parents=True, exist_ok=True)
@@ -263,18 +261,17 @@ class GitHubCampaigns:
         self._start(ctx.repo_name, ctx.number, ctx.installation_id, campaign)
 
     def _start(self, repo: str, number: int, installation: int, campaign: str) -> None:
-        self.installation_of[repo] = installation
         running = Running(campaign=campaign)
         running.thread = threading.Thread(
-            target=self._run, args=(repo, number, running), name=campaign, daemon=True
+            target=self._run, args=(repo, number, installation, running), name=campaign, daemon=True
         )
         with self._lock:
             self.running[(repo, number)] = running
         running.thread.start()
 
-    def _run(self, repo_name: str, number: int, running: Running) -> None:
+    def _run(self, repo_name: str, number: int, installation: int, running: Running) -> None:
         campaign = running.campaign
-        github = self.github_for(self.installation_of[repo_name])
+        github = self.github_for(installation)
         repo = github.get_repo(repo_name)
         forge = GitHubForge(repo, number)
         try:

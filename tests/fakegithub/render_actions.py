@@ -103,22 +103,26 @@ class Renderer(PullRenderer):
 
     # -- checks --------------------------------------------------------------------------------
 
+    def _pull_ref(self, repo: Any, pr: Any) -> dict[str, Any]:
+        """The minimal pull-request object check runs and workflow runs carry."""
+        return {
+            "url": f"{self.repo_api(repo)}/pulls/{pr.number}",
+            "id": pr.id,
+            "number": pr.number,
+            "head": {"ref": pr.head, "sha": pr.head_sha, "repo": self._repo_ref(pr.head_repo)},
+            "base": {
+                "ref": pr.base,
+                "sha": repo.branches.get(pr.base, pr.head_sha),
+                "repo": self._repo_ref(repo.full_name),
+            },
+        }
+
     def check_run(self, run: CheckRun) -> dict[str, Any]:
         repo = self.state.repo(run.repo)
         url = f"{self.repo_api(repo)}/check-runs/{run.id}"
         html = f"{self.repo_html(repo)}/runs/{run.id}"
         pulls = [
-            {
-                "url": f"{self.repo_api(repo)}/pulls/{pr.number}",
-                "id": pr.id,
-                "number": pr.number,
-                "head": {"ref": pr.head, "sha": pr.head_sha, "repo": self._repo_ref(pr.head_repo)},
-                "base": {
-                    "ref": pr.base,
-                    "sha": repo.branches.get(pr.base, pr.head_sha),
-                    "repo": self._repo_ref(repo.full_name),
-                },
-            }
+            self._pull_ref(repo, pr)
             for pr in self.state.pulls(repo.full_name)
             if pr.state == "open" and pr.head_sha == run.head_sha and not pr.fork
         ]
@@ -177,17 +181,7 @@ class Renderer(PullRenderer):
         commit = self.state.get_commit(run.head_sha)
         person = {"name": commit.author, "email": self.email(commit)}
         pulls = [
-            {
-                "url": f"{self.repo_api(repo)}/pulls/{pr.number}",
-                "id": pr.id,
-                "number": pr.number,
-                "head": {"ref": pr.head, "sha": pr.head_sha, "repo": self._repo_ref(pr.head_repo)},
-                "base": {
-                    "ref": pr.base,
-                    "sha": repo.branches.get(pr.base, pr.head_sha),
-                    "repo": self._repo_ref(repo.full_name),
-                },
-            }
+            self._pull_ref(repo, pr)
             for pr in self.state.pulls(repo.full_name)
             if pr.state == "open" and pr.head == run.head_branch and not pr.fork
         ]
