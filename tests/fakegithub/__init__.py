@@ -4,7 +4,7 @@
   (``app_id``, ``private_key_pem``, ``installation_id``), request log and violations;
 * ``state`` / ``actions``: the in-memory GitHub and the Python API tests arrange and inspect it
   with (documented in those modules);
-* ``openapi``: validation against GitHub's own REST description (the shared fixtures);
+* ``openapi``: validation against GitHub's own REST description (``tests/fixtures/github``);
 * ``webhooks``: webhook payloads built from recorded deliveries, signed and delivered.
 """
 

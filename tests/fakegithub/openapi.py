@@ -86,12 +86,12 @@ EXTRA_MULTI_SEGMENT = frozenset({"branch", "ref"})
 
 
 def fixtures_dir() -> Path:
-    """The GitHub fixtures folder: ``$ATTUNE_GITHUB_FIXTURES``, else ``shared/fixtures/github``
-    beside the repository root."""
+    """The GitHub fixtures folder: ``$ATTUNE_GITHUB_FIXTURES``, else ``tests/fixtures/github``
+    (in the repository; ``SOURCES.md`` there says where each file came from)."""
     override = os.environ.get(FIXTURES_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github"
+    return Path(__file__).resolve().parents[1] / "fixtures" / "github"
 
 
 def _to_json_schema(node: Any) -> Any:
