@@ -70,10 +70,9 @@ def climbs_out(source: str, depth: int) -> list[str]:
             and node.right.value == ".."
         ):
             problems.append(f"line {node.lineno}: names a path outside: joins '..'")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if OUTSIDE_WORDS.search(node.value):
-                text = node.value[:60]
-                problems.append(f"line {node.lineno}: names a path outside: {text!r}")
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and OUTSIDE_WORDS.search(text):
+            problems.append(f"line {node.lineno}: names a path outside: {text[:60]!r}")
     return problems
 
 
