@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workdir", type=Path, help="logs and launch files")
     bench.add_argument("--profile", action="store_true", help="record and split a profile")
     bench.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit (s)")
+    bench.add_argument("--trial", help="trial id the bot dispatched, echoed in the result")
+    bench.add_argument("--sha", help="commit the recipe was read from, echoed in the result")
 
     gate = sub.add_parser("gate", help="pre-launch gate")
     gate_sub = gate.add_subparsers(dest="gate_command", required=True)
@@ -142,6 +144,8 @@ def dispatch(args: argparse.Namespace) -> int:
             workdir=args.workdir,
             profile=args.profile,
             timeout_s=args.timeout,
+            trial=args.trial,
+            sha=args.sha,
         )
     if args.command == "gate":
         from bot.commands.gate_check import gate_check

@@ -186,6 +186,10 @@ class TrialResult(BaseModel):
     devices: int
     log_path: str | None = None
     profile: ProfileBreakdown | None = None
+    trial: str | None = None
+    """The trial id a dispatched bench run was given (``attune bench --trial``), echoed back."""
+    sha: str | None = None
+    """The commit a dispatched bench run read the recipe from (``attune bench --sha``)."""
 
     @property
     def device_seconds(self) -> float:

@@ -20,6 +20,8 @@ def bench(
     workdir: Path | None,
     profile: bool,
     timeout_s: float,
+    trial: str | None = None,
+    sha: str | None = None,
 ) -> int:
     """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 2 when the
     workload crashed, ran out of memory or hung (the result JSON is written in every case)."""
@@ -28,6 +30,7 @@ def bench(
     result = run_bench(
         recipe, steps=steps, warmup=warmup, workdir=workdir, profile=profile, timeout_s=timeout_s
     )
+    result.trial, result.sha = trial, sha  # echoed: the bot adopts only what it dispatched
     out = out or workdir / "result.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(result.model_dump_json(indent=2))
