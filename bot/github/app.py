@@ -1,13 +1,17 @@
 """The GitHub App: a FastAPI webhook endpoint that turns PR comments into campaign work.
 
-``POST /webhook`` verifies the signature over the raw body (constant time), drops redeliveries,
-answers at once and handles the event in a background thread: GitHub gives a webhook 10 s.
-``GET /healthz`` and ``GET /campaigns`` (JSON status) are for operators.
+``POST /webhook`` refuses a body over 25 MiB before reading it, verifies the signature over the
+raw body (constant time), and writes the delivery and the command it carries to the durable
+inbox (``bot/github/inbox.py``) before answering: GitHub gives a webhook 10 s, and an app killed
+after its 202 must not lose the command. Workers drain the inbox. ``GET /healthz`` is open;
+``GET /campaigns`` (JSON status) needs the operator token and is off without one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hmac
 import json
 import logging
 import threading
@@ -19,26 +23,37 @@ from fastapi.responses import JSONResponse
 from github import Auth, Github, GithubException
 
 from bot.github.commands import USAGE, Command, CommandError, parse
-from bot.github.deliveries import DeliveryLog
+from bot.github.inbox import Inbox, QueuedCommand
+from bot.github.permissions import may_write, permission_of
 from bot.github.settings import Settings
 from bot.github.signature import verify
 
 log = logging.getLogger("attune.github")
 
-WRITE_PERMISSIONS = frozenset({"admin", "write"})
-"""The collaborator-permission endpoint reports maintain as write."""
+MAX_BODY_BYTES = 25 * 1024 * 1024
+"""GitHub caps webhook payloads at 25 MB; anything larger is not GitHub's and is never read."""
 
 
 class PullContext:
     """The pull request a command was given on, and an authenticated client for its repo."""
 
     def __init__(
-        self, github: Github, repo: str, number: int, user: str, installation_id: int
+        self,
+        github: Github,
+        repo: str,
+        number: int,
+        user: str,
+        installation_id: int,
+        comment_id: int | None = None,
     ) -> None:
         self.installation_id = installation_id
         self.repo_name = repo
         self.number = number
         self.user = user
+        self.comment_id = comment_id
+        """The comment that carried the command: a command is carried out once per comment."""
+        self.head_sha: str | None = None
+        """The head the command was screened at (fork, permission); a campaign is bound to it."""
         self.repo = github.withLazy(True).get_repo(repo)
 
     def reply(self, body: str) -> None:
@@ -76,100 +91,93 @@ def installation_client(settings: Settings, **github_kwargs: Any) -> GithubFacto
     return client
 
 
-def create_app(
-    settings: Settings, campaigns: CampaignService, github_for: GithubFactory
-) -> FastAPI:
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        for name in campaigns.recover():
-            log.info("resumed campaign %s from the ledger", name)
-        yield
+def _from_a_bot(payload: dict[str, Any]) -> bool:
+    """Comments by bots (this App's own replies included) are never commands."""
+    user = (payload.get("comment") or {}).get("user") or {}
+    return user.get("type") == "Bot" or str(user.get("login", "")).endswith("[bot]")
 
-    app = FastAPI(title="attune", docs_url=None, redoc_url=None, lifespan=lifespan)
-    deliveries = DeliveryLog(settings.state_dir / "deliveries.db")
-    secret = settings.webhook_secret.get_secret_value()
-    allowed = set(settings.allowed_repositories)
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+async def _read_capped(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to exceed ``limit`` (declared or streamed)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
-    @app.get("/campaigns")
-    def campaigns_status() -> list[dict[str, Any]]:
-        return campaigns.overview()
 
-    @app.post("/webhook")
-    async def webhook(request: Request) -> JSONResponse:
-        body = await request.body()
-        if not verify(body, request.headers.get("x-hub-signature-256"), secret):
-            return JSONResponse({"detail": "invalid or missing signature"}, status_code=401)
-        event = request.headers.get("x-github-event", "")
-        delivery = request.headers.get("x-github-delivery", "")
-        if not event or not delivery:
-            return JSONResponse({"detail": "missing X-GitHub-Event or X-GitHub-Delivery"}, 400)
+class CommandWorkers:
+    """Threads that drain the inbox: each command is handled, then marked done."""
+
+    def __init__(self, inbox: Inbox, handle: Callable[[QueuedCommand], None], count: int) -> None:
+        self.inbox, self.handle, self.count = inbox, handle, count
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for n in range(self.count):
+            thread = threading.Thread(target=self._loop, name=f"attune-commands-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.inbox.ready.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            item = self.inbox.take()
+            if item is None:
+                self.inbox.ready.wait(1.0)
+                continue
+            _guarded(functools.partial(self.handle, item), item.delivery)
+            self.inbox.done(item.seq)
+
+
+class CommandHandler:
+    """What a queued comment command does: eyes, then the one reply."""
+
+    def __init__(self, campaigns: CampaignService, github_for: GithubFactory) -> None:
+        self.campaigns, self.github_for = campaigns, github_for
+
+    def __call__(self, item: QueuedCommand) -> None:
+        payload = item.payload
         try:
-            payload = json.loads(body)
-        except ValueError:
-            return JSONResponse({"detail": "body is not JSON"}, status_code=400)
-        if not isinstance(payload, dict):
-            return JSONResponse({"detail": "body is not a JSON object"}, status_code=400)
-        if not deliveries.first_time(delivery, event):
-            return JSONResponse({"status": "duplicate delivery, ignored"})
-        repo = str((payload.get("repository") or {}).get("full_name", ""))
-        if event == "ping":
-            return JSONResponse({"status": "pong"})
-        if repo not in allowed:
-            log.warning("delivery %s for %r: repository not allowed", delivery, repo)
-            return JSONResponse({"status": "repository not allowed, ignored"})
-        work = route(event, payload)
-        if work is None:
-            return JSONResponse({"status": "ignored"})
-        threading.Thread(target=_guarded, args=(work, delivery), daemon=True).start()
-        return JSONResponse({"status": "accepted"}, status_code=202)
-
-    def route(event: str, payload: dict[str, Any]) -> Callable[[], None] | None:
-        action = payload.get("action")
-        if event == "issue_comment" and action == "created":
-            if "pull_request" not in (payload.get("issue") or {}):
-                return None  # comments on plain issues are not commands
-            return lambda: handle_comment(payload)
-        if event in ("workflow_run", "check_run") and action == "completed":
-            repo = str(payload["repository"]["full_name"])
-            return lambda: campaigns.wake(repo)
-        return None  # edited/deleted comments and other events are never commands
-
-    def handle_comment(payload: dict[str, Any]) -> None:
-        body = str(payload["comment"]["body"] or "")
-        try:
-            command = parse(body)
-            problem = None
+            command, problem = parse(str(payload["comment"]["body"] or "")), None
         except CommandError as exc:
             command, problem = None, str(exc)
         if command is None and problem is None:
             return
-        installation = int(payload["installation"]["id"])
         ctx = PullContext(
-            github_for(installation),
+            self.github_for(int(payload["installation"]["id"])),
             str(payload["repository"]["full_name"]),
             int(payload["issue"]["number"]),
             str(payload["comment"]["user"]["login"]),
-            installation,
+            int(payload["installation"]["id"]),
+            comment_id=item.comment_id,
         )
-        comment = ctx.repo.get_issue(ctx.number).get_comment(int(payload["comment"]["id"]))
-        comment.create_reaction("eyes")
+        if item.comment_id is not None:
+            issue = ctx.repo.get_issue(ctx.number)
+            issue.get_comment(item.comment_id).create_reaction("eyes")
         if problem is not None:
             ctx.reply(f"@{ctx.user} {problem}")
             return
         assert command is not None
-        ctx.reply(answer(ctx, command))
+        ctx.reply(self.answer(ctx, command))
 
-    def answer(ctx: PullContext, command: Command) -> str:
+    def answer(self, ctx: PullContext, command: Command) -> str:
         if command.verb == "help":
             return USAGE
         if command.verb == "status":
-            return campaigns.status(ctx)
-        permission = ctx.repo.get_collaborator_permission(ctx.user)
-        if permission not in WRITE_PERMISSIONS:
+            return self.campaigns.status(ctx)
+        permission = permission_of(ctx.repo, ctx.user)
+        if not may_write(permission):
             return (
                 f"Sorry @{ctx.user}, `/attune {command.verb}` needs write, maintain or admin "
                 f"permission on this repository (yours: {permission}). `/attune status` and "
@@ -183,14 +191,100 @@ def create_app(
                 "code would run on the self-hosted GPU runners. Push the branch to this "
                 "repository and open the pull request from there."
             )
+        ctx.head_sha = pull.head.sha
         if command.verb == "tune":
-            return campaigns.tune(ctx, command)
+            return self.campaigns.tune(ctx, command)
         if command.verb == "stop":
-            return campaigns.stop(ctx)
-        return campaigns.resume(ctx)
+            return self.campaigns.stop(ctx)
+        return self.campaigns.resume(ctx)
 
-    app.state.deliveries = deliveries
+
+def create_app(
+    settings: Settings, campaigns: CampaignService, github_for: GithubFactory
+) -> FastAPI:
+    inbox = Inbox(settings.state_dir / "inbox.db", retention_s=settings.delivery_retention_s)
+    workers = CommandWorkers(inbox, CommandHandler(campaigns, github_for), settings.workers)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        for name in campaigns.recover():
+            log.info("resumed campaign %s from the ledger", name)
+        workers.start()  # commands accepted before a restart run now
+        yield
+        workers.stop()
+
+    app = FastAPI(title="attune", docs_url=None, redoc_url=None, lifespan=lifespan)
+    secret = settings.webhook_secret.get_secret_value()
+    operator = settings.operator_token.get_secret_value() if settings.operator_token else ""
+    allowed = set(settings.allowed_repositories)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/campaigns", response_model=None)
+    def campaigns_status(request: Request) -> list[dict[str, Any]] | JSONResponse:
+        if not operator:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        given = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if not hmac.compare_digest(given.encode(), operator.encode()):
+            return JSONResponse({"detail": "operator token required"}, status_code=401)
+        return campaigns.overview()
+
+    @app.post("/webhook")
+    async def webhook(request: Request) -> JSONResponse:
+        body = await _read_capped(request, MAX_BODY_BYTES)
+        if body is None:
+            return JSONResponse({"detail": "body over 25 MiB"}, status_code=413)
+        if not verify(body, request.headers.get("x-hub-signature-256"), secret):
+            return JSONResponse({"detail": "invalid or missing signature"}, status_code=401)
+        event = request.headers.get("x-github-event", "")
+        delivery = request.headers.get("x-github-delivery", "")
+        if not event or not delivery:
+            return JSONResponse({"detail": "missing X-GitHub-Event or X-GitHub-Delivery"}, 400)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return JSONResponse({"detail": "body is not JSON"}, status_code=400)
+        if not isinstance(payload, dict):
+            return JSONResponse({"detail": "body is not a JSON object"}, status_code=400)
+        repo = str((payload.get("repository") or {}).get("full_name", ""))
+        if event != "ping" and repo not in allowed:
+            log.warning("delivery %s for %r: repository not allowed", delivery, repo)
+            return JSONResponse({"status": "repository not allowed, ignored"})
+        command = _command(event, payload)
+        comment_id = int(payload["comment"]["id"]) if command is not None else None
+        outcome = inbox.accept(delivery, event, command=command, comment_id=comment_id)
+        if outcome == "duplicate delivery":
+            return JSONResponse({"status": "duplicate delivery, ignored"})
+        if outcome == "duplicate comment":
+            return JSONResponse({"status": "command already received, ignored"})
+        if outcome == "queued":
+            return JSONResponse({"status": "accepted"}, status_code=202)
+        if event == "ping":
+            return JSONResponse({"status": "pong"})
+        if event in ("workflow_run", "check_run") and payload.get("action") == "completed":
+            campaigns.wake(repo)
+            return JSONResponse({"status": "accepted"}, status_code=202)
+        return JSONResponse({"status": "ignored"})
+
+    app.state.inbox = inbox
     return app
+
+
+def _command(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The payload, when it carries a command for attune: a created comment on a pull request,
+    by a person, addressed to ``/attune`` (well formed or not: a malformed one gets a reply)."""
+    if event != "issue_comment" or payload.get("action") != "created":
+        return None  # edited/deleted comments are never commands
+    if "pull_request" not in (payload.get("issue") or {}) or _from_a_bot(payload):
+        return None
+    try:
+        if parse(str((payload.get("comment") or {}).get("body") or "")) is None:
+            return None
+    except CommandError:
+        pass
+    return payload
 
 
 def _guarded(work: Callable[[], None], delivery: str) -> None:

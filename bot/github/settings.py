@@ -35,6 +35,15 @@ class Settings(BaseSettings):
     budget check needs a forecast before the first run)."""
     poll_seconds: float = Field(15.0, gt=0)
     """How often a waiting campaign asks GitHub for its workflow runs and checks."""
+    app_slug: str | None = None
+    """The App's slug (its runs' actor is ``<slug>[bot]``); unset, it is asked of GitHub."""
+    operator_token: SecretStr | None = None
+    """Bearer token for ``GET /campaigns``; unset, that endpoint answers 404."""
+    workers: int = Field(1, ge=0)
+    """Threads handling queued commands. 0 accepts and queues commands without handling them
+    (maintenance: a later start with workers handles what was queued)."""
+    delivery_retention_s: float = Field(30 * 86400.0, gt=0)
+    """How long delivery ids and handled commands are kept for de-duplication."""
 
     @field_validator("allowed_repositories", mode="before")
     @classmethod

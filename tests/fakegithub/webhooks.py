@@ -189,11 +189,15 @@ class Webhooks:
         secret: str,
         *,
         client: httpx.Client | None = None,
+        delivery: str | None = None,
     ) -> httpx.Response:
-        """``deliver`` with the App hook headers (``X-GitHub-Hook-Installation-Target-*``)."""
+        """``deliver`` with the App hook headers (``X-GitHub-Hook-Installation-Target-*``);
+        ``delivery`` fixes the ``X-GitHub-Delivery`` id (a redelivery reuses it)."""
         extra = {
             "X-GitHub-Hook-ID": "1",
             "X-GitHub-Hook-Installation-Target-Type": "integration",
             "X-GitHub-Hook-Installation-Target-ID": str(self.fake.app_id),
         }
+        if delivery is not None:
+            extra["X-GitHub-Delivery"] = delivery
         return deliver(url, event, payload, secret, client=client, headers=extra)

@@ -1,0 +1,167 @@
+"""The app's durable inbox: webhook deliveries seen and the commands they carry, in SQLite.
+
+A command is written in the same transaction as its delivery record, before the webhook is
+answered, so an app killed after its 202 still has it: a worker drains the queue, and a
+restarted app drains what the previous one left. A delivery id seen before is a redelivery; a
+comment id seen before is the same command delivered again under another id (GitHub's manual
+redelivery, a second webhook on the same App): both are dropped. Rows older than the retention
+are pruned, so the file does not grow forever.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Accepted = Literal["queued", "recorded", "duplicate delivery", "duplicate comment"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY, event TEXT NOT NULL, received_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS commands (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery TEXT NOT NULL,
+    comment_id INTEGER UNIQUE,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'started', 'done')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    received_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE INDEX IF NOT EXISTS commands_open ON commands (state, seq);
+"""
+
+
+class QueuedCommand(BaseModel):
+    """A comment event waiting to be handled."""
+
+    seq: int
+    delivery: str
+    comment_id: int | None
+    payload: dict[str, Any]
+    attempts: int
+    """How many times a worker took it before (a restart after a kill mid-handling)."""
+
+
+class Inbox:
+    """Deliveries and queued commands; safe to share between the request handler and workers."""
+
+    def __init__(self, path: Path, *, retention_s: float = 30 * 86400.0) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.retention_s = retention_s
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # a 202 promises the command survives
+        self._db.executescript(_SCHEMA)
+        self._pruned_at = 0.0
+        self.ready = threading.Event()
+        """Set whenever a command is queued; workers wait on it."""
+        if self.pending():
+            self.ready.set()
+
+    def accept(
+        self,
+        delivery: str,
+        event: str,
+        *,
+        command: dict[str, Any] | None = None,
+        comment_id: int | None = None,
+    ) -> Accepted:
+        """Record ``delivery`` and, in the same transaction, queue ``command`` (a payload)."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?)", (delivery, event, now)
+                )
+                if cur.rowcount != 1:
+                    self._db.execute("ROLLBACK")
+                    return "duplicate delivery"
+                outcome: Accepted = "recorded"
+                if command is not None:
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO commands "
+                        "(delivery, comment_id, payload, state, received_at) "
+                        "VALUES (?, ?, ?, 'queued', ?)",
+                        (delivery, comment_id, json.dumps(command), now),
+                    )
+                    outcome = "queued" if cur.rowcount == 1 else "duplicate comment"
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            if now - self._pruned_at > 3600.0:
+                self._prune(now)
+        if outcome == "queued":
+            self.ready.set()
+        return outcome
+
+    def take(self) -> QueuedCommand | None:
+        """The oldest command not done, marked started (a command a killed app had started
+        is taken again: handlers are idempotent by comment id)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT seq, delivery, comment_id, payload, attempts FROM commands "
+                "WHERE state != 'done' ORDER BY seq LIMIT 1"
+            ).fetchone()
+            if row is None:
+                self.ready.clear()
+                return None
+            self._db.execute(
+                "UPDATE commands SET state = 'started', attempts = attempts + 1 WHERE seq = ?",
+                (row[0],),
+            )
+        seq, delivery, comment_id, payload, attempts = row
+        return QueuedCommand(
+            seq=seq,
+            delivery=delivery,
+            comment_id=comment_id,
+            payload=json.loads(payload),
+            attempts=attempts,
+        )
+
+    def done(self, seq: int) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE commands SET state = 'done', finished_at = ? WHERE seq = ?",
+                (time.time(), seq),
+            )
+
+    def pending(self) -> int:
+        with self._lock:
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM commands WHERE state != 'done'"
+            ).fetchone()
+        return int(count)
+
+    def handled(self) -> list[tuple[str, int]]:
+        """(delivery, attempts) of every command done, oldest first (for operators, tests)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT delivery, attempts FROM commands WHERE state = 'done' ORDER BY seq"
+            ).fetchall()
+        return [(str(d), int(a)) for d, a in rows]
+
+    def prune(self) -> None:
+        """Drop deliveries and finished commands older than the retention."""
+        with self._lock:
+            self._prune(time.time())
+
+    def _prune(self, now: float) -> None:
+        cutoff = now - self.retention_s
+        self._db.execute("DELETE FROM deliveries WHERE received_at < ?", (cutoff,))
+        self._db.execute("DELETE FROM commands WHERE state = 'done' AND received_at < ?", (cutoff,))
+        self._pruned_at = now
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
