@@ -256,11 +256,13 @@ class Campaign:
         record = state.trials[trial]
         proposal = record.proposal
         assert proposal is not None and state.tuned_branch is not None
+        assert state.pinned_sha is not None
         recipe = self.recipe(proposal["recipe_text"], trial)
         if record.pr is None:
             pr = self.forge.open_candidate(
                 branch=f"attune/{self.name}/{proposal['n']}",
                 base=state.tuned_branch,
+                base_sha=state.pinned_sha,
                 recipe_path=params.recipe_path,
                 recipe_text=proposal["recipe_text"],
                 title=proposal["title"],
@@ -362,8 +364,10 @@ class Campaign:
             budget_h=params.budget_device_hours,
         )
         if record.judged["decision"] == "merge":
-            assert state.pinned_sha is not None
-            sha = self.forge.merge(record.pr, expected_base_sha=state.pinned_sha)
+            assert state.pinned_sha is not None and record.head_sha is not None
+            sha = self.forge.merge(
+                record.pr, expected_base_sha=state.pinned_sha, expected_head_sha=record.head_sha
+            )
             self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
             self.ledger.append(
                 self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}

@@ -32,6 +32,10 @@ class CampaignParams(BaseModel):
     pr: int | None = None
     installation: int | None = None
     by: str | None = None
+    head_sha: str | None = None
+    """GitHub mode: the tuned pull request's head when the command was screened."""
+    comment_id: int | None = None
+    """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
 
 
 class TrialRecord(BaseModel):
@@ -41,6 +45,8 @@ class TrialRecord(BaseModel):
     role: str | None = None
     proposal: dict[str, Any] | None = None
     pr: int | None = None
+    head_sha: str | None = None
+    """The candidate commit the pull request was opened with: what is benchmarked and merged."""
     gate_verdict: str | None = None
     refused: dict[str, Any] | None = None
     started: bool = False
@@ -162,6 +168,7 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         record.role, record.proposal = "candidate", p
     elif kind == "pr_opened":
         record.pr = p["pr"]
+        record.head_sha = p["head_sha"]
     elif kind == "gate_checked":
         record.gate_verdict = p["verdict"]
     elif kind == "launch_refused":

@@ -61,6 +61,11 @@ class ForgeError(AttuneError):
     """A forge operation that cannot be done: git failed, a PR is missing, the base moved."""
 
 
+class HeadMoved(ForgeError):
+    """A branch the campaign pinned (the tuned head, a candidate's head) moved under it: what
+    would run or be merged is no longer what was screened or benchmarked."""
+
+
 def marker_name(marker: str) -> str:
     """``attune:cost`` from ``attune:cost`` or ``<!-- attune:cost -->``."""
     inner = re.fullmatch(r"\s*<!--\s*(.*?)\s*-->\s*", marker)
@@ -83,14 +88,17 @@ class Forge(Protocol):
         *,
         branch: str,
         base: str,
+        base_sha: str,
         recipe_path: str,
         recipe_text: str,
         title: str,
         body: str,
         labels: list[str],
     ) -> PullRequest:
-        """Branch ``branch`` from ``base``'s head with one commit writing the recipe, and a pull
-        request for it. Returns the existing one when the branch already has a pull request."""
+        """Branch ``branch`` from ``base_sha`` (the campaign's pinned head of ``base``) with one
+        commit writing the recipe, and a pull request into ``base``. Refuses (ForgeError) when
+        ``base`` no longer points at ``base_sha``. Returns the existing pull request when the
+        branch already has one."""
 
     def get(self, number: int) -> PullRequest: ...
 
@@ -100,9 +108,10 @@ class Forge(Protocol):
     def set_check(self, number: int, check: CheckResult) -> None:
         """Add or replace the check of that name."""
 
-    def merge(self, number: int, *, expected_base_sha: str) -> str:
-        """Squash-merge into the base branch and return the new base head. Refuses (ForgeError)
-        when the base head is not ``expected_base_sha``; no-op when already merged."""
+    def merge(self, number: int, *, expected_base_sha: str, expected_head_sha: str) -> str:
+        """Squash-merge the commit ``expected_head_sha`` (the one benchmarked) into the base
+        branch and return the new base head. Refuses (ForgeError) when the base head is not
+        ``expected_base_sha`` or the pull request's head moved; no-op when already merged."""
 
     def close(self, number: int) -> None:
         """Close without merging; no-op when already closed."""

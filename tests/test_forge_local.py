@@ -11,7 +11,7 @@ import pytest
 
 from bot.cli import main
 from bot.forges.local import ForgeError, LocalForge
-from bot.interfaces import CheckResult, Forge, PullRequest
+from bot.interfaces import CheckResult, Forge, HeadMoved, PullRequest
 
 RECIPE = "recipes/ported-gpt.yaml"
 BASELINE = "framework: embedded\nname: ported-gpt\nconfig:\n  threads: 1\n  micro_batch_size: 1\n"
@@ -46,6 +46,7 @@ def candidate(forge: LocalForge, n: int, *, threads: int = 2, micro: int = 1) ->
     return forge.open_candidate(
         branch=f"attune/c1/{n}",
         base="tune/ported-gpt",
+        base_sha=forge.head_sha("tune/ported-gpt"),
         recipe_path=RECIPE,
         recipe_text=recipe(threads, micro),
         title=f"attune: threads: 1 -> {threads}",
@@ -109,6 +110,7 @@ def test_open_candidate_is_idempotent_and_repairs_a_crashed_branch(forge: LocalF
     kept = forge.open_candidate(
         branch="attune/c1/3",
         base="tune/ported-gpt",
+        base_sha=forge.head_sha("tune/ported-gpt"),
         recipe_path=RECIPE,
         recipe_text=recipe(8),
         title="t",
@@ -120,6 +122,7 @@ def test_open_candidate_is_idempotent_and_repairs_a_crashed_branch(forge: LocalF
     again = forge.open_candidate(
         branch="attune/c1/3",
         base="tune/ported-gpt",
+        base_sha=forge.head_sha("tune/ported-gpt"),
         recipe_path=RECIPE,
         recipe_text=recipe(8),
         title="t",
@@ -132,7 +135,7 @@ def test_open_candidate_is_idempotent_and_repairs_a_crashed_branch(forge: LocalF
 def test_merge_squashes_onto_the_base(forge: LocalForge) -> None:
     base_sha = tuned(forge).head_sha
     pr = candidate(forge, 1)
-    new_base = forge.merge(pr.number, expected_base_sha=base_sha)
+    new_base = forge.merge(pr.number, expected_base_sha=base_sha, expected_head_sha=pr.head_sha)
     assert forge.head_sha("tune/ported-gpt") == new_base
     assert git(forge.repo, "rev-list", f"{base_sha}..{new_base}").split() == [new_base]
     assert git(forge.repo, "rev-parse", f"{new_base}^{{tree}}") == git(
@@ -150,12 +153,14 @@ def test_merge_squashes_onto_the_base(forge: LocalForge) -> None:
 def test_merge_refuses_when_the_base_moved(forge: LocalForge) -> None:
     base_sha = tuned(forge).head_sha
     first, stale = candidate(forge, 1), candidate(forge, 2, threads=1, micro=2)
-    new_base = forge.merge(first.number, expected_base_sha=base_sha)
+    new_base = forge.merge(
+        first.number, expected_base_sha=base_sha, expected_head_sha=first.head_sha
+    )
     with pytest.raises(ForgeError, match=f"base moved: expected {base_sha}, found {new_base}"):
-        forge.merge(stale.number, expected_base_sha=base_sha)
+        forge.merge(stale.number, expected_base_sha=base_sha, expected_head_sha=stale.head_sha)
     # even with the right base head, squashing a stale branch would revert the first merge
     with pytest.raises(ForgeError, match="not based on the head of tune/ported-gpt"):
-        forge.merge(stale.number, expected_base_sha=new_base)
+        forge.merge(stale.number, expected_base_sha=new_base, expected_head_sha=stale.head_sha)
     assert forge.head_sha("tune/ported-gpt") == new_base
     assert forge.get(stale.number).state == "open"
 
@@ -163,9 +168,15 @@ def test_merge_refuses_when_the_base_moved(forge: LocalForge) -> None:
 def test_merge_and_close_are_idempotent(forge: LocalForge) -> None:
     base_sha = tuned(forge).head_sha
     win, lose = candidate(forge, 1), candidate(forge, 2, threads=4)
-    merged_sha = forge.merge(win.number, expected_base_sha=base_sha)
-    assert forge.merge(win.number, expected_base_sha=base_sha) == merged_sha
-    assert forge.merge(win.number, expected_base_sha="f" * 40) == merged_sha
+    merged_sha = forge.merge(win.number, expected_base_sha=base_sha, expected_head_sha=win.head_sha)
+    assert (
+        forge.merge(win.number, expected_base_sha=base_sha, expected_head_sha=win.head_sha)
+        == merged_sha
+    )
+    assert (
+        forge.merge(win.number, expected_base_sha="f" * 40, expected_head_sha=win.head_sha)
+        == merged_sha
+    )
     assert git(forge.repo, "rev-list", "--count", "tune/ported-gpt") == "2"
     forge.close(lose.number)
     forge.close(lose.number)
@@ -173,16 +184,19 @@ def test_merge_and_close_are_idempotent(forge: LocalForge) -> None:
     with pytest.raises(ForgeError, match="is merged; it cannot be closed"):
         forge.close(win.number)
     with pytest.raises(ForgeError, match="is closed; it cannot be merged"):
-        forge.merge(lose.number, expected_base_sha=merged_sha)
+        forge.merge(lose.number, expected_base_sha=merged_sha, expected_head_sha=lose.head_sha)
 
 
 def test_merge_recorded_after_a_crash_between_ref_and_record(forge: LocalForge) -> None:
     base_sha = tuned(forge).head_sha
     pr = candidate(forge, 1)
-    merged_sha = forge.merge(pr.number, expected_base_sha=base_sha)
+    merged_sha = forge.merge(pr.number, expected_base_sha=base_sha, expected_head_sha=pr.head_sha)
     forge._db.execute("UPDATE prs SET state = 'open', merged_sha = NULL")
     forge._db.commit()
-    assert forge.merge(pr.number, expected_base_sha=base_sha) == merged_sha
+    assert (
+        forge.merge(pr.number, expected_base_sha=base_sha, expected_head_sha=pr.head_sha)
+        == merged_sha
+    )
     assert forge.get(pr.number).state == "merged"
 
 
@@ -234,6 +248,7 @@ def candidate_on(forge: LocalForge, branch: str) -> PullRequest:
     return forge.open_candidate(
         branch=branch,
         base="tune/ported-gpt",
+        base_sha=forge.head_sha("tune/ported-gpt"),
         recipe_path=RECIPE,
         recipe_text=recipe(2),
         title="t",
@@ -259,7 +274,7 @@ def test_pr_list_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
             pr.number, CheckResult(name="attune/gate", conclusion="success", summary="allow")
         )
         forge.comment(pr.number, "cost so far: 0.01 GPU-hours", marker="attune:cost")
-        forge.merge(pr.number, expected_base_sha=base_sha)
+        forge.merge(pr.number, expected_base_sha=base_sha, expected_head_sha=pr.head_sha)
     assert main(["pr", "list", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for text in ("Tune ported-gpt", "attune: threads: 1 -> 2", "merged", "attune/gate: success"):
@@ -302,3 +317,33 @@ def test_relative_root_works_from_another_directory(
     with LocalForge(Path("runs") / "forge") as forge:
         pr = forge.open_tuned("recipes/r.yaml", "framework: embedded\n", "Tune r", "body")
         assert forge.head_sha(pr.head) == pr.head_sha
+
+
+def test_merge_names_the_benchmarked_head_and_refuses_a_moved_one(forge: LocalForge) -> None:
+    base_sha = tuned(forge).head_sha
+    pr = candidate(forge, 1)
+    benchmarked = pr.head_sha
+    pushed = git(forge.repo, "commit-tree", f"{benchmarked}^{{tree}}", "-p", benchmarked, "-m", "x")
+    git(forge.repo, "update-ref", f"refs/heads/{pr.head}", pushed)
+    with pytest.raises(HeadMoved, match=f"head moved from {benchmarked} .* to {pushed}"):
+        forge.merge(pr.number, expected_base_sha=base_sha, expected_head_sha=benchmarked)
+    assert forge.get(pr.number).state == "open"
+    assert forge.head_sha("tune/ported-gpt") == base_sha  # nothing merged
+
+
+def test_candidates_are_cut_from_the_pinned_commit_only(forge: LocalForge) -> None:
+    pinned = tuned(forge).head_sha
+    moved = git(forge.repo, "commit-tree", f"{pinned}^{{tree}}", "-p", pinned, "-m", "push")
+    git(forge.repo, "update-ref", "refs/heads/tune/ported-gpt", moved)
+    with pytest.raises(HeadMoved, match=f"tune/ported-gpt moved from {pinned} to {moved}"):
+        forge.open_candidate(
+            branch="attune/c1/1",
+            base="tune/ported-gpt",
+            base_sha=pinned,
+            recipe_path=RECIPE,
+            recipe_text=recipe(2),
+            title="t",
+            body="b",
+            labels=[],
+        )
+    assert forge.pulls() == [forge.get(1)]  # no candidate was opened

@@ -8,13 +8,14 @@ its last action): an existing branch, commit, pull request or marked comment is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from github import GithubException
 from github.PullRequest import PullRequest as GhPull
 from github.Repository import Repository
 
-from bot.interfaces import CheckResult, Comment, ForgeError, PullRequest, marker_name
+from bot.interfaces import CheckResult, Comment, ForgeError, HeadMoved, PullRequest, marker_name
 
 BASELINE_GATE_CHECK = "attune/baseline-gate"
 """The campaign's own gate verdict (candidate vs the ORIGINAL baseline). ``attune/gate`` is
@@ -28,9 +29,17 @@ def _marker_tag(name: str) -> str:
 class GitHubForge:
     """Pull requests, checks, comments and merges of one repository."""
 
-    def __init__(self, repo: Repository, tuned_pr: int) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        tuned_pr: int,
+        *,
+        authorize: Callable[[str], None] = lambda _action: None,
+    ) -> None:
         self.repo = repo
         self.tuned_pr = tuned_pr
+        self.authorize = authorize
+        """Called before a merge; raises when the campaign's user may no longer write."""
         self._owner = repo.full_name.split("/", 1)[0]
 
     # --- reads ---
@@ -112,6 +121,7 @@ class GitHubForge:
         *,
         branch: str,
         base: str,
+        base_sha: str,
         recipe_path: str,
         recipe_text: str,
         title: str,
@@ -121,7 +131,9 @@ class GitHubForge:
         existing = list(self.repo.get_pulls(state="all", head=f"{self._owner}:{branch}"))
         if existing:
             return self._convert(existing[0])
-        base_sha = self.head_sha(base)
+        found = self.head_sha(base)
+        if found != base_sha:
+            raise HeadMoved(f"{base} moved from {base_sha[:7]} to {found[:7]} during the campaign")
         try:
             self.repo.create_git_ref(f"refs/heads/{branch}", base_sha)
         except GithubException as exc:
@@ -151,7 +163,9 @@ class GitHubForge:
             name, sha, status="completed", conclusion=check.conclusion, output=output
         )
 
-    def merge(self, number: int, *, expected_base_sha: str) -> str:
+    def merge(self, number: int, *, expected_base_sha: str, expected_head_sha: str) -> str:
+        """The squash merge names the benchmarked head: GitHub answers 409 if it moved."""
+        self.authorize("merge")
         pull = self._pull(number)
         if pull.merged:
             return self.head_sha(pull.base.ref)
@@ -162,9 +176,22 @@ class GitHubForge:
             raise ForgeError(
                 f"base moved: expected {expected_base_sha}, found {found} on {pull.base.ref}"
             )
-        status = pull.merge(
-            merge_method="squash", sha=pull.head.sha, commit_title=pull.title, commit_message=""
-        )
+        try:
+            status = pull.merge(
+                merge_method="squash",
+                sha=expected_head_sha,
+                commit_title=pull.title,
+                commit_message="",
+            )
+        except GithubException as exc:
+            if exc.status not in (405, 409):
+                raise
+            message = exc.data.get("message") if isinstance(exc.data, dict) else exc.data
+            refused = HeadMoved if exc.status == 409 else ForgeError  # 409: the head moved
+            raise refused(
+                f"GitHub refused to merge #{number} at {expected_head_sha[:7]} (the benchmarked "
+                f"commit): {message}; nothing was merged"
+            ) from None
         if not status.merged:
             raise ForgeError(f"#{number} was not merged: {status.message}")
         return str(status.sha)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.interfaces import CheckResult, Comment, ForgeError, PullRequest, marker_name
+from bot.interfaces import CheckResult, Comment, ForgeError, HeadMoved, PullRequest, marker_name
 
 log = logging.getLogger("attune")
 
@@ -119,6 +119,7 @@ class LocalForge:
         *,
         branch: str,
         base: str,
+        base_sha: str,
         recipe_path: str,
         recipe_text: str,
         title: str,
@@ -130,7 +131,8 @@ class LocalForge:
             return existing
         if self._run(["check-ref-format", "--branch", branch]).returncode != 0:
             raise ForgeError(f"{branch!r} is not a valid branch name")
-        base_sha = self.head_sha(base)
+        if self.head_sha(base) != base_sha:
+            raise HeadMoved(f"{base} moved from {base_sha} to {self.head_sha(base)}")
         tree = self._tree(base_sha, recipe_path, recipe_text)
         current = self._ref(branch)
         if current is None or not self._is_commit_on(current, base_sha, tree):
@@ -158,13 +160,18 @@ class LocalForge:
             (number, check.name, check.conclusion, check.summary),
         )
 
-    def merge(self, number: int, *, expected_base_sha: str) -> str:
+    def merge(self, number: int, *, expected_base_sha: str, expected_head_sha: str) -> str:
         pr = self.get(number)
         if pr.merged_sha is not None:
             return pr.merged_sha
         if pr.state == "closed":
             raise ForgeError(f"pull request #{number} is closed; it cannot be merged")
         base_sha, head_sha = self.head_sha(pr.base), self.head_sha(pr.head)
+        if head_sha != expected_head_sha:
+            raise HeadMoved(
+                f"pull request #{number}: head moved from {expected_head_sha} (benchmarked) "
+                f"to {head_sha}; nothing was merged"
+            )
         tree, message = self._git("rev-parse", f"{head_sha}^{{tree}}"), f"{pr.title} (#{number})"
         if base_sha == expected_base_sha:
             if self._git("merge-base", base_sha, head_sha) != base_sha:
