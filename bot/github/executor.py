@@ -10,9 +10,11 @@ allocation/release times, kept within the run's own start and end.
 from __future__ import annotations
 
 import io
+import json
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,16 +23,24 @@ from github.WorkflowRun import WorkflowRun
 from pydantic import ValidationError
 
 from bot.executor import LocalExecutor
-from bot.interfaces import Role
+from bot.interfaces import HeadMoved, Role
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult
+from gate.throughput import tokens_per_second_per_device
 from runners.bench import Launch
 from runners.local import RunHandle
 
 BENCH_WORKFLOW = "attune-bench.yml"
+GATE_WORKFLOW = "attune-gate.yml"
 GATE_CHECK = "attune/gate"
 """The check run attune-gate.yml posts on a candidate's head."""
+ACTIONS_APP = "github-actions"
+"""The app every workflow job's check run belongs to. A check run of the same name posted by
+anyone else (another App, a token with checks: write) is not the gate."""
+DISPATCH_FILE = "dispatch.json"
+"""Beside a trial's run: the ref, commit and actor of the dispatch, written before it is made,
+so that only a run with exactly those is adopted (also after a restart)."""
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 8 * 1024 * 1024
 """A result artifact larger than this (zipped or not) is refused, not read."""
@@ -74,20 +84,26 @@ class ActionsExecutor(LocalExecutor):
         repo: Repository,
         wake: threading.Event,
         poll_s: float,
+        bot_login: str,
+        authorize: Callable[[str], None] = lambda _action: None,
         run_timeout_s: float = 4 * 3600.0,
         gate_timeout_s: float = 3600.0,
         **local: Any,
     ) -> None:
         super().__init__(**local)
+        self.bot_login = bot_login
+        """The App's ``<slug>[bot]``: the actor of every run it dispatches."""
+        self.authorize = authorize
+        """Called before a dispatch; raises when the campaign's user may no longer write."""
         self.gate_timeout_s = gate_timeout_s
         self.repo = repo
         self.wake = wake
         self.poll_s = poll_s
         self.run_timeout_s = run_timeout_s
 
-    def _commit_of(self, trial: str) -> tuple[str, str]:
-        """The branch and commit a trial benchmarks: its candidate PR's, else the tuned
-        branch's pinned head (moved only by the campaign's own merges)."""
+    def _pins(self, trial: str) -> tuple[tuple[str, str], tuple[str, str] | None]:
+        """(tuned branch, its pinned head) when ``trial`` was opened (moved only by the
+        campaign's own merges) and, for a candidate, (its branch, its commit)."""
         pinned: tuple[str, str] | None = None
         for event in self.ledger.events(self.campaign):
             p = event.payload
@@ -95,11 +111,16 @@ class ActionsExecutor(LocalExecutor):
                 pinned = (str(p["tuned_branch"]), str(p["base_sha"]))
             elif event.kind == "pr_merged" and pinned is not None:
                 pinned = (pinned[0], str(p["sha"]))
-            elif event.kind == "pr_opened" and p["trial"] == trial:
-                return str(p["branch"]), str(p["head_sha"])
+            elif event.kind == "pr_opened" and p["trial"] == trial and pinned is not None:
+                return pinned, (str(p["branch"]), str(p["head_sha"]))
         if pinned is None:
             raise AttuneError(f"{trial}: no commit to benchmark (forge not ready)")
-        return pinned
+        return pinned, None
+
+    def _commit_of(self, trial: str) -> tuple[str, str]:
+        """The branch and commit a trial benchmarks: its candidate's, else the tuned head."""
+        tuned, candidate = self._pins(trial)
+        return candidate or tuned
 
     def pinned_commit(self, trial: str) -> str:
         """The commit to benchmark, after checking its branch still points at it (a push to
@@ -113,14 +134,24 @@ class ActionsExecutor(LocalExecutor):
                     f"candidate #{pr} changes {', '.join(changed)}: a candidate may change "
                     f"{self._recipe_path()} only; nothing was launched"
                 )
-        branch, sha = self._commit_of(trial)
-        found = self.repo.get_git_ref(f"heads/{branch}").object.sha
-        if found != sha:
-            raise AttuneError(
-                f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the campaign; "
-                "nothing was launched"
+        tuned, candidate = self._pins(trial)
+        for branch, sha in (tuned, candidate) if candidate else (tuned,):
+            found = self.repo.get_git_ref(f"heads/{branch}").object.sha
+            if found != sha:
+                raise HeadMoved(
+                    f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the "
+                    "campaign; nothing was launched"
+                )
+        if candidate is None:
+            return tuned[1]
+        parents = [p.sha for p in self.repo.get_commit(candidate[1]).parents]
+        if parents != [tuned[1]]:
+            raise HeadMoved(
+                f"candidate {candidate[0]} ({candidate[1][:7]}) is not one commit on the pinned "
+                f"{tuned[0]} ({tuned[1][:7]}): its parents are "
+                f"{', '.join(p[:7] for p in parents) or 'none'}; nothing was launched"
             )
-        return sha
+        return candidate[1]
 
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
         """The local checks (budget, failed rerun), then, for a candidate, the ``attune/gate``
@@ -151,7 +182,7 @@ class ActionsExecutor(LocalExecutor):
         deadline = time.time() + self.gate_timeout_s
         while True:
             for run in self.repo.get_commit(sha).get_check_runs(check_name=GATE_CHECK):
-                if run.status == "completed":
+                if run.status == "completed" and self._from_gate_workflow(run.app.slug, sha, run):
                     summary = (run.output.summary if run.output else None) or ""
                     return str(run.conclusion), summary
             if time.time() > deadline:
@@ -161,6 +192,15 @@ class ActionsExecutor(LocalExecutor):
                 )
             self.wake.wait(self.poll_s)
             self.wake.clear()
+
+    def _from_gate_workflow(self, app: str | None, sha: str, check: Any) -> bool:
+        """Whether a check run was posted by GitHub Actions, inside a run of the gate workflow
+        on ``sha`` (its check suite is that run's)."""
+        if app != ACTIONS_APP:
+            return False
+        suite = check.check_suite.id
+        runs = self.repo.get_workflow(GATE_WORKFLOW).get_runs(head_sha=sha)
+        return any(run.check_suite_id == suite for run in runs)
 
     def _candidate_pr(self, trial: str) -> int | None:
         for event in self.ledger.events(self.campaign):
@@ -187,17 +227,27 @@ class ActionsExecutor(LocalExecutor):
         trial_dir.mkdir(parents=True, exist_ok=True)
         allocated = time.time()
         if self._find_run(trial, since=allocated - self.run_timeout_s) is None:
+            self.authorize("launch a benchmark")
+            sha = self.pinned_commit(trial)
             inputs = {
                 "campaign": self.campaign,
                 "trial": trial,
-                "sha": self.pinned_commit(trial),
+                "sha": sha,
                 "recipe": self._recipe_path(),
                 "steps": str(self.steps),
                 "warmup": str(self.warmup),
                 "profile": "true" if profile else "false",
             }
+            ref = self.repo.default_branch
+            dispatch = {
+                "ref": ref,
+                "ref_sha": self.repo.get_git_ref(f"heads/{ref}").object.sha,
+                "actor": self.bot_login,
+                "sha": sha,
+            }
+            (trial_dir / DISPATCH_FILE).write_text(json.dumps(dispatch))
             workflow = self.repo.get_workflow(BENCH_WORKFLOW)
-            if not workflow.create_dispatch(self.repo.default_branch, inputs):
+            if not workflow.create_dispatch(ref, inputs):
                 raise AttuneError(f"{trial}: GitHub refused to dispatch {BENCH_WORKFLOW}")
         launch = Launch(
             recipe=recipe.name,
@@ -214,13 +264,31 @@ class ActionsExecutor(LocalExecutor):
         self.record_launched(trial, launch)
         return launch
 
+    def _dispatched(self, trial: str) -> dict[str, str] | None:
+        path = self.trial_dir(trial) / DISPATCH_FILE
+        return dict(json.loads(path.read_text())) if path.is_file() else None
+
     def _find_run(self, trial: str, *, since: float) -> WorkflowRun | None:
+        """The bench run this trial dispatched: its title, and exactly the event, branch,
+        commit and actor of the dispatch (a run someone else started with the same title,
+        or one on another ref, is never adopted)."""
+        dispatched = self._dispatched(trial)
+        if dispatched is None:
+            return None  # nothing was dispatched for this trial
         title = run_title(self.campaign, trial)
         runs = self.repo.get_workflow(BENCH_WORKFLOW).get_runs(event="workflow_dispatch")
         for run in runs:
             if _ts(run.created_at, 0.0) < since - CLOCK_SLACK_S:
                 break  # newest first: older runs are not this launch's
-            if run.display_title == title and run.path.endswith(BENCH_WORKFLOW):
+            if (
+                run.display_title == title
+                and run.path.endswith(BENCH_WORKFLOW)
+                and run.event == "workflow_dispatch"
+                and run.head_branch == dispatched["ref"]
+                and run.head_sha == dispatched["ref_sha"]
+                and run.actor is not None
+                and run.actor.login == dispatched["actor"]
+            ):
                 return run
         return None
 
@@ -255,12 +323,13 @@ class ActionsExecutor(LocalExecutor):
         else:
             try:
                 result = read_result(self._download(artifact.archive_download_url))
-            except AttuneError as exc:
-                problem = f"run {run.id}: {exc}"
+                problem = self._untrusted(result, trial, launch)
+            except Exception as exc:  # untrusted bytes: whatever breaks, the trial failed
+                text = str(exc) if isinstance(exc, AttuneError) else f"{type(exc).__name__}: {exc}"
+                problem = f"run {run.id}: {text}"
             else:
-                if result.fingerprint != launch.fingerprint:
-                    got, want = result.fingerprint, launch.fingerprint
-                    problem = f"run {run.id} benchmarked config {got}, not {want}"
+                if problem is not None:
+                    problem = f"run {run.id}: {problem}"
                 else:
                     low, high = started - CLOCK_SLACK_S, ended + CLOCK_SLACK_S
                     result.allocated_at = min(max(result.allocated_at, low), high)
@@ -277,6 +346,39 @@ class ActionsExecutor(LocalExecutor):
             released_at=max(ended, started),
             devices=launch.devices,
         )
+
+    def _untrusted(self, result: TrialResult, trial: str, launch: Launch) -> str | None:
+        """What is wrong with a result artifact, or None. Everything the bot decides on is
+        recomputed here from the step records, never taken from the artifact's own summary."""
+        sha = (self._dispatched(trial) or {}).get("sha")
+        if result.trial != trial or result.sha != sha:
+            return (
+                f"the result is for trial {result.trial} at {str(result.sha)[:7]}, "
+                f"not {trial} at {str(sha)[:7]}"
+            )
+        if result.fingerprint != launch.fingerprint:
+            return f"benchmarked config {result.fingerprint}, not {launch.fingerprint}"
+        if result.warmup != launch.warmup:
+            return f"the result scores after {result.warmup} warm-up steps, not {launch.warmup}"
+        numbers = [s.step for s in result.steps]
+        if numbers != list(range(1, len(numbers) + 1)):
+            return "its step records are not steps 1, 2, 3, ... in order"
+        if result.status == "ok" and len(numbers) != launch.steps:
+            return f"it ran {len(numbers)} steps, not the {launch.steps} dispatched"
+        if len(numbers) > launch.steps:
+            return f"it logged {len(numbers)} steps, more than the {launch.steps} dispatched"
+        nonfinite = [s.step for s in result.steps if not s.finite()]
+        if result.status == "ok" and nonfinite:
+            return f"it claims ok, but step {nonfinite[0]} logged NaN/Inf"
+        result.devices = launch.devices
+        result.step1_loss = result.steps[0].loss if result.steps else None
+        result.has_nonfinite = result.has_nonfinite or bool(nonfinite)
+        result.score = None
+        if result.status == "ok":
+            result.score = tokens_per_second_per_device(
+                result.steps, warmup=launch.warmup, devices=launch.devices
+            )
+        return None
 
     def _download(self, url: str) -> bytes:
         """The artifact's zip (GitHub redirects to short-lived storage; PyGithub follows)."""

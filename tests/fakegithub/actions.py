@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from .core import StateCore
-from .model import Artifact, Dispatch, Repo, Workflow, WorkflowRun, now
+from .model import Artifact, CheckRun, Dispatch, Repo, Workflow, WorkflowRun, now
 
 WORKFLOWS_DIR = ".github/workflows/"
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -245,6 +245,25 @@ class ActionsMixin(StateCore):
 
     def run(self, run_id: int) -> WorkflowRun:
         return self.all_runs[run_id]
+
+    def job_check_run(self, run_id: int, name: str, conclusion: str, summary: str = "") -> CheckRun:
+        """A completed check run posted by a job of workflow run ``run_id``, as GitHub Actions
+        does: app ``github-actions``, in the run's check suite, on the run's head commit."""
+        with self.lock:
+            run = self.all_runs[run_id]
+            return self.add_check_run(
+                self.repo(run.repo),
+                name,
+                run.head_sha,
+                status="completed",
+                conclusion=conclusion,
+                summary=summary,
+                title=name,
+                started_at=now(),
+                completed_at=now(),
+                actions=True,
+                check_suite_id=run.check_suite_id,
+            )
 
     def start_run(self, run_id: int) -> WorkflowRun:
         with self.lock:

@@ -159,6 +159,8 @@ def _filter_runs(ctx: Ctx, runs: list[WorkflowRun]) -> Reply:
         runs = [r for r in runs if r.head_sha == query["head_sha"]]
     if "actor" in query:
         runs = [r for r in runs if r.actor.lower() == query["actor"].lower()]
+    if "check_suite_id" in query:
+        runs = [r for r in runs if str(r.check_suite_id) == query["check_suite_id"]]
     runs = sorted(runs, key=lambda r: r.id, reverse=True)
     return ctx.paginate([ctx.render.workflow_run(r) for r in runs], wrap="workflow_runs")
 

@@ -129,6 +129,10 @@ class CheckRun:
     started_at: datetime | None = None
     completed_at: datetime | None = None
     app_id: int = 0
+    actions: bool = False
+    """Posted by a workflow job (app ``github-actions``), not through the REST API."""
+    check_suite_id: int = 0
+    """The workflow run's check suite, for a job's check run; 0: a suite of its own."""
 
 
 @dataclass

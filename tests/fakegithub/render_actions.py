@@ -32,6 +32,19 @@ ROLE_TO_PERMISSION = {
 class Renderer(PullRenderer):
     """Every response body: repositories (render.py), pulls (render_pulls.py), App side."""
 
+    def actions_app(self) -> dict[str, Any]:
+        """The GitHub Actions app, owner of every workflow job's check run."""
+        template = self.example("check-run", "app")
+        template.update(
+            id=15368,
+            slug="github-actions",
+            node_id=node_id("App", 15368),
+            name="GitHub Actions",
+            external_url="https://help.github.com/en/actions",
+            html_url="https://github.com/apps/github-actions",
+        )
+        return template
+
     def app(self) -> dict[str, Any]:
         template = self.example("check-run", "app")
         state = self.state
@@ -147,8 +160,8 @@ class Renderer(PullRenderer):
                 "annotations_url": f"{url}/annotations",
             },
             name=run.name,
-            check_suite={"id": run.id + 7},
-            app=self.app(),
+            check_suite={"id": run.check_suite_id or run.id + 7},
+            app=self.actions_app() if run.actions else self.app(),
             pull_requests=pulls,
         )
         return body
