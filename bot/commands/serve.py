@@ -25,5 +25,7 @@ def serve(*, host: str, port: int) -> int:
         raise AttuneError("no such file", path=str(settings.private_key_path))
     github_for = installation_client(settings)
     app = create_app(settings, GitHubCampaigns(settings, github_for), github_for)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    # no access log: a line per request costs the ack path more than the request itself; the
+    # inbox (state_dir/inbox.db) records every delivery
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
     return 0

@@ -12,7 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from github import GithubException
+from github import Auth, GithubException, GithubIntegration
+from github.Repository import Repository
 
 from bot.agents.rules import RulesAgent
 from bot.campaign import Campaign
@@ -21,7 +22,9 @@ from bot.forges.github import GitHubForge
 from bot.github.app import GithubFactory, PullContext
 from bot.github.commands import Command
 from bot.github.executor import ActionsExecutor
+from bot.github.permissions import PermissionLost, require_write
 from bot.github.settings import Settings
+from bot.interfaces import HeadMoved
 from bot.render import noise_line
 from gate.errors import AttuneError
 from gate.ledger import Ledger
@@ -36,7 +39,7 @@ GUARDED = ("gate/", "registry/", ".github/")
 """Paths a tuned or candidate pull request may never change (CODEOWNERS guards them)."""
 DEFAULT_STEPS = 12
 DEFAULT_WARMUP = 3
-RESUMABLE = frozenset({"requested", "error"})
+RESUMABLE = frozenset({"requested", "error", "permission"})
 """Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
 
 
@@ -66,7 +69,12 @@ class GitHubCampaigns:
         self.settings = settings
         self.github_for = github_for
         self.running: dict[tuple[str, int], Running] = {}
+        self._starting: set[tuple[str, int]] = set()
+        """Pull requests whose ``/attune tune`` or ``resume`` is being screened right now."""
         self._lock = threading.Lock()
+        self._bot_login: str | None = (
+            f"{settings.app_slug}[bot]" if settings.app_slug is not None else None
+        )
         settings.ledger_path.parent.mkdir(parents=True, exist_ok=True)
 
     # --- reads ---
@@ -133,13 +141,49 @@ class GitHubCampaigns:
         alive = self._alive(ctx.repo_name, ctx.number)
         return self.status_text(names[-1], running=alive is not None)
 
+    def _claim(self, repo: str, number: int) -> bool:
+        """Take the pull request for a start (before any slow screening): False when a
+        campaign runs there or another command is starting one."""
+        with self._lock:
+            run = self.running.get((repo, number))
+            if (repo, number) in self._starting or (run is not None and run.alive()):
+                return False
+            self._starting.add((repo, number))
+            return True
+
+    def _release(self, repo: str, number: int) -> None:
+        with self._lock:
+            self._starting.discard((repo, number))
+
     def tune(self, ctx: PullContext, command: Command) -> str:
-        alive = self._alive(ctx.repo_name, ctx.number)
-        if alive is not None:
+        if not self._claim(ctx.repo_name, ctx.number):
+            alive = self._alive(ctx.repo_name, ctx.number)
+            if alive is None:
+                return "A campaign is being started here: `/attune status` shows it."
             return "A campaign is already running here.\n\n" + self.status_text(
                 alive.campaign, running=True
             )
+        try:
+            return self._tune(ctx, command)
+        finally:
+            self._release(ctx.repo_name, ctx.number)
+
+    def _opened_by_comment(self, ctx: PullContext) -> str | None:
+        """The campaign this very comment opened already (a command redelivered or retried)."""
+        if ctx.comment_id is None:
+            return None
+        for name in self._campaigns(ctx.repo_name, ctx.number):
+            params = self._state(name).params
+            if params is not None and params.comment_id == ctx.comment_id:
+                return name
+        return None
+
+    def _tune(self, ctx: PullContext, command: Command) -> str:
+        done = self._opened_by_comment(ctx)
+        if done is not None:
+            return f"Campaign `{done}` was started by this comment already."
         pull = ctx.repo.get_pull(ctx.number)
+        screened = ctx.head_sha or pull.head.sha
         files = list(pull.get_files())
         guarded = [f.filename for f in files if f.filename.startswith(GUARDED)]
         if guarded:
@@ -160,7 +204,7 @@ class GitHubCampaigns:
                 "`/attune tune` tunes the one recipe a pull request changes; this one changes "
                 f"{len(recipes)} recipe file(s) ({found})."
             )
-        path, head = recipes[0], pull.head.sha
+        path, head = recipes[0], screened
         content = ctx.repo.get_contents(path, ref=head)
         if isinstance(content, list):
             return f"`{path}` is a directory."
@@ -170,6 +214,12 @@ class GitHubCampaigns:
             get_adapter(recipe.framework, path=path).resolve(recipe)
         except AttuneError as exc:
             return f"`{path}` at {head[:7]} is not a recipe attune can tune: {exc}"
+        now = ctx.repo.get_pull(ctx.number).head.sha
+        if now != head or pull.head.sha != head:
+            return (
+                f"The head of this pull request moved while attune screened it ({head[:7]} -> "
+                f"{now[:7]}); nothing was started. Comment `/attune tune` again."
+            )
         budget = command.budget_hours or self.settings.default_budget
         steps = command.steps or DEFAULT_STEPS
         campaign = campaign_prefix(ctx.repo_name, ctx.number) + str(
@@ -195,6 +245,7 @@ class GitHubCampaigns:
                     "head_sha": head,
                     "by": ctx.user,
                     "installation": ctx.installation_id,
+                    "comment_id": ctx.comment_id,
                 },
             )
         self._start_for(ctx, campaign)
@@ -213,8 +264,14 @@ class GitHubCampaigns:
         return f"Stopping `{alive.campaign}` after its current trial."
 
     def resume(self, ctx: PullContext) -> str:
-        if self._alive(ctx.repo_name, ctx.number) is not None:
+        if not self._claim(ctx.repo_name, ctx.number):
             return "A campaign is already running here: `/attune status` shows it."
+        try:
+            return self._resume(ctx)
+        finally:
+            self._release(ctx.repo_name, ctx.number)
+
+    def _resume(self, ctx: PullContext) -> str:
         names = self._campaigns(ctx.repo_name, ctx.number)
         if not names:
             return "Nothing to resume: `/attune tune` starts a campaign."
@@ -269,12 +326,51 @@ class GitHubCampaigns:
             self.running[(repo, number)] = running
         running.thread.start()
 
+    def _actor(self, campaign: str) -> str:
+        """Who the campaign acts for: the user who started it, or who last resumed it."""
+        actor = ""
+        with Ledger(self.settings.ledger_path) as ledger:
+            for event in ledger.events(campaign):
+                if event.kind in ("campaign_opened", "campaign_resumed"):
+                    actor = str(event.payload.get("by") or actor)
+        return actor
+
+    def bot_login(self, repo: str) -> str:
+        """The App's own login (``<slug>[bot]``): the actor of the runs it dispatches."""
+        if self._bot_login is None:
+            auth = Auth.AppAuth(self.settings.app_id, self.settings.private_key())
+            integration = GithubIntegration(auth=auth, base_url=self.settings.github_api_url)
+            owner, name = repo.split("/", 1)
+            slug = integration.get_repo_installation(owner, name).app_slug
+            self._bot_login = f"{slug}[bot]"
+        return self._bot_login
+
+    def _check_start(self, repo: Repository, number: int, campaign: str) -> None:
+        """Before a campaign (re)starts: the tuned head is the one it is bound to (screened by
+        the command, or moved since only by the campaign's own merges), and whoever it acts
+        for may still write."""
+        state = self._state(campaign)
+        params = state.params
+        expected = state.pinned_sha or (params.head_sha if params else None)
+        found = repo.get_pull(number).head.sha
+        if expected is not None and found != expected:
+            raise HeadMoved(
+                f"the head of #{number} moved from {expected[:7]} to {found[:7]} since the "
+                "campaign was bound to it; nothing more runs on it"
+            )
+        require_write(repo, self._actor(campaign), "carry on with the campaign")
+
     def _run(self, repo_name: str, number: int, installation: int, running: Running) -> None:
         campaign = running.campaign
         github = self.github_for(installation)
         repo = github.get_repo(repo_name)
-        forge = GitHubForge(repo, number)
+
+        def authorize(action: str) -> None:
+            require_write(repo, self._actor(campaign), action)
+
+        forge = GitHubForge(repo, number, authorize=authorize)
         try:
+            self._check_start(repo, number, campaign)
             with Ledger(self.settings.ledger_path) as ledger:
                 opened = ledger.events(campaign)[0].payload
                 recipe = parse_recipe(str(opened["recipe_text"]), path=str(opened["recipe_path"]))
@@ -284,6 +380,8 @@ class GitHubCampaigns:
                     repo=repo,
                     wake=running.wake,
                     poll_s=self.settings.poll_seconds,
+                    authorize=authorize,
+                    bot_login=self.bot_login(repo_name),
                     ledger=ledger,
                     campaign=campaign,
                     registry=registry,
@@ -303,13 +401,26 @@ class GitHubCampaigns:
                     stop_requested=running.stop.is_set,
                 ).run()
         except (AttuneError, GithubException) as exc:
-            log.error("campaign %s stopped: %s", campaign, exc)
+            reason = (
+                "head_moved"
+                if isinstance(exc, HeadMoved)
+                else "permission"
+                if isinstance(exc, PermissionLost)
+                else "error"
+            )
+            log.error("campaign %s stopped (%s): %s", campaign, reason, exc)
             with Ledger(self.settings.ledger_path) as ledger:
                 if fold(campaign, ledger.events(campaign)).stopped is None:
-                    stopped = {"reason": "error", "evidence": [str(exc)]}
-                    ledger.append(campaign, "campaign_stopped", stopped)
+                    ledger.append(
+                        campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
+                    )
+            then = (
+                "`/attune resume` continues it."
+                if reason in RESUMABLE
+                else "`/attune tune` starts a new campaign on the current head."
+            )
             forge.repo.get_issue(number).create_comment(
-                f"attune campaign `{campaign}` stopped: {exc}\n\n`/attune resume` continues it."
+                f"attune campaign `{campaign}` stopped: {exc}\n\n{then}"
             )
         except Exception:
             log.exception("campaign %s crashed", campaign)
