@@ -23,6 +23,7 @@ from bot.github.app import GithubFactory, PullContext
 from bot.github.commands import Command
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost, require_write
+from bot.github.repo_config import CONFIG_PATH, read_config
 from bot.github.settings import Settings
 from bot.interfaces import HeadMoved
 from bot.render import noise_line
@@ -34,7 +35,6 @@ from runners.adapter import get_adapter
 
 log = logging.getLogger("attune.github")
 
-RECIPE_SUFFIXES = (".yaml", ".yml")
 GUARDED = ("gate/", "registry/", ".github/")
 """Paths a tuned or candidate pull request may never change (CODEOWNERS guards them)."""
 DEFAULT_STEPS = 12
@@ -193,16 +193,20 @@ class GitHubCampaigns:
                 + ". attune never benchmarks changes to the gate, the registry or the "
                 "workflows; they go through CODEOWNERS review on their own."
             )
+        try:
+            config = read_config(ctx.repo)  # the default branch's, never this pull request's
+        except AttuneError as exc:
+            return f"attune's configuration is broken: {exc}"
         recipes = [
-            f.filename
-            for f in files
-            if f.filename.endswith(RECIPE_SUFFIXES) and f.status != "removed"
+            f.filename for f in files if config.is_recipe(f.filename) and f.status != "removed"
         ]
         if len(recipes) != 1:
             found = ", ".join(f"`{r}`" for r in recipes) or "none"
+            patterns = ", ".join(f"`{p}`" for p in config.recipes)
             return (
                 "`/attune tune` tunes the one recipe a pull request changes; this one changes "
-                f"{len(recipes)} recipe file(s) ({found})."
+                f"{len(recipes)} recipe file(s) ({found}). Recipes are the files matching "
+                f"{patterns} (`{CONFIG_PATH}` on the default branch)."
             )
         path, head = recipes[0], screened
         content = ctx.repo.get_contents(path, ref=head)
