@@ -33,7 +33,9 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/actionlint -shellcheck=$(BIN)/shellcheck
+	# this repository's workflows and the ones `attune init` writes into a training repository
+	$(BIN)/actionlint -shellcheck=$(BIN)/shellcheck -config-file .github/actionlint.yaml \
+		.github/workflows/*.yml bot/templates/workflows/*.yml
 
 # pytest exits 5 when it collects no tests: that is not a failure of the suite
 test: lint

@@ -4,6 +4,7 @@ attune demo
 attune bench examples/ported-gpt.yaml --steps 16 --warmup 4 --out result.json
 attune gate check examples/ported-gpt.yaml examples/candidates/threads-2.yaml --json
 attune registry coverage --framework megatron
+attune init ../models --ref 0123456789abcdef0123456789abcdef01234567
 attune ledger verify --ledger runs/demo-.../ledger.db
 """
 
@@ -69,6 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", dest="as_json")
     fmt.add_argument("--markdown", action="store_true", help="a table for a check-run summary")
     check.add_argument("--registry", type=Path, help="registry directory (default: registry/)")
+
+    init = sub.add_parser(
+        "init", help="write attune's workflows and config into a training repository"
+    )
+    init.add_argument("dest", type=Path, help="the training repository's checkout")
+    init.add_argument(
+        "--ref", help="attune commit to pin (40 hex; default: this attune checkout's HEAD)"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite files that differ")
 
     serve = sub.add_parser("serve", help="the GitHub App: webhook server (settings: ATTUNE_*)")
     serve.add_argument("--host", default="127.0.0.1")
@@ -157,6 +167,10 @@ def dispatch(args: argparse.Namespace) -> int:
             markdown=args.markdown,
             registry_dir=args.registry,
         )
+    if args.command == "init":
+        from bot.commands.init import init
+
+        return init(args.dest, ref=args.ref, force=args.force)
     if args.command == "serve":
         from bot.commands.serve import serve
 

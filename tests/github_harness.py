@@ -5,6 +5,7 @@ Actions that runs the real ``attune gate check`` / ``attune bench`` for what the
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 import yaml
 from github import Auth, Github
@@ -43,19 +45,25 @@ def recipe_text(**over: Any) -> str:
 
 
 def seed_repo(fake: FakeGitHub) -> int:
-    """The repository with its workflows and a recipe, a tuned PR changing that recipe, and
-    users: ``maintainer`` (write), ``reader`` (read). Returns the tuned PR's number."""
-    workflows = REPO_ROOT / ".github" / "workflows"
-    fake.create_repo(
-        OWNER,
-        NAME,
-        files={
-            RECIPE_PATH: recipe_text(),
-            ".github/workflows/attune-bench.yml": (workflows / "attune-bench.yml").read_text(),
-            ".github/workflows/attune-gate.yml": (workflows / "attune-gate.yml").read_text(),
-            "registry/embedded.yaml": (REPO_ROOT / "registry" / "embedded.yaml").read_text(),
-        },
-    )
+    """The repository as ``attune init`` leaves a training repository (its two workflows and
+    ``.github/attune.yml``, pinned to ``ActionsPlayer.ATTUNE_REF``) plus a recipe; a tuned PR
+    changing that recipe; and users: ``maintainer`` (write), ``reader`` (read). No registry or
+    attune code is in it: the pinned attune brings those. Returns the tuned PR's number."""
+    import contextlib
+    import io
+    import tempfile
+
+    from bot.commands.init import init
+
+    with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(io.StringIO()):
+        if init(Path(folder), ref=ActionsPlayer.ATTUNE_REF, force=False) != 0:
+            raise RuntimeError("attune init failed")
+        installed = {
+            path.relative_to(folder).as_posix(): path.read_text()
+            for path in sorted(Path(folder).rglob("*"))
+            if path.is_file()
+        }
+    fake.create_repo(OWNER, NAME, files={**installed, RECIPE_PATH: recipe_text()})
     fake.set_permission("maintainer", "write")
     fake.set_permission("reader", "read")
     fake.create_branch("tune-ported")
@@ -77,7 +85,9 @@ def free_port() -> int:
 class App:
     """The real app, served by uvicorn on loopback."""
 
-    def __init__(self, fake: FakeGitHub, tmp: Path, *, poll_s: float = 0.2) -> None:
+    def __init__(
+        self, fake: FakeGitHub, tmp: Path, *, poll_s: float = 0.2, **overrides: Any
+    ) -> None:
         key = tmp / "app.pem"
         key.write_text(fake.private_key_pem)
         self.settings = Settings(
@@ -91,6 +101,7 @@ class App:
             github_api_url=fake.url,
             poll_seconds=poll_s,
             forecast_seconds=3.0,
+            **overrides,
         )
         github_for = installation_client(self.settings, **NO_WAIT)
         self.campaigns = GitHubCampaigns(self.settings, github_for)
@@ -120,9 +131,20 @@ class App:
 
 
 class ActionsPlayer:
-    """Plays GitHub Actions: runs attune-gate for new candidate PRs (posting the ``attune/gate``
-    check run) and attune-bench for every dispatch (uploading ``result.json`` as the artifact
-    and delivering ``workflow_run`` ``completed`` to the app)."""
+    """Plays GitHub Actions: runs attune-gate for new candidate PRs (a run of the workflow whose
+    job posts the ``attune/gate`` check run) and attune-bench for every dispatch (uploading
+    ``result.json`` as the artifact and delivering ``workflow_run`` ``completed`` to the app).
+
+    This checkout plays the attune commit the seeded workflows pin: like the actions, the player
+    judges with its registry (``--registry REPO_ROOT/registry``), never with a folder of the
+    repository, and reads recipes from the repository as data. A bench run is read from the
+    dispatched workflow as the repository holds it: its declared inputs and their defaults, the
+    ``with:`` of its ``attune/attune/actions/bench`` step and the name of its artifact."""
+
+    ATTUNE_REF = "0123456789abcdef0123456789abcdef01234567"
+    """The attune commit ``seed_repo`` pins the workflows to."""
+    GATE_ACTION = f"attune/attune/actions/gate@{ATTUNE_REF}"
+    BENCH_ACTION = f"attune/attune/actions/bench@{ATTUNE_REF}"
 
     def __init__(self, fake: FakeGitHub, app: App, tmp: Path) -> None:
         self.fake, self.app, self.tmp = fake, app, tmp
@@ -161,6 +183,17 @@ class ActionsPlayer:
             timeout=300,
         )
 
+    def _workflow_step(self, ref: str, workflow: str, action: str) -> tuple[Any, Any, Any]:
+        """(the workflow, the step using ``action``, the steps) of ``.github/workflows/
+        <workflow>`` at ``ref``; an error when the file does not pin that action."""
+        doc = yaml.safe_load(self.fake.files_at(ref)[f".github/workflows/{workflow}"])
+        (job,) = doc["jobs"].values()
+        steps = job["steps"]
+        found = [s for s in steps if s.get("uses") == action]
+        if len(found) != 1:
+            raise AssertionError(f"{workflow} at {ref} does not use {action} once")
+        return doc, found[0], steps
+
     def _gate_new_candidates(self) -> None:
         for pull in self.fake.pulls():
             if not pull.head.startswith("attune/") or pull.state != "open":
@@ -169,21 +202,49 @@ class ActionsPlayer:
             if key in self.gated:
                 continue
             self.gated.add(key)
+            # the workflow of a pull_request event: the file of the pull request's head
+            self._workflow_step(pull.head_sha, "attune-gate.yml", self.GATE_ACTION)
             work = self.tmp / f"gate-{pull.number}"
             work.mkdir(exist_ok=True)
             base = work / "base.yaml"
             cand = work / "cand.yaml"
             base.write_text(self.fake.files_at(self.fake.head(pull.base))[RECIPE_PATH])
             cand.write_text(self.fake.files_at(pull.head_sha)[RECIPE_PATH])
-            proc = self._attune("gate", "check", str(base), str(cand), "--markdown")
-            repo = self.github.get_repo(FULL)
-            repo.create_check_run(
-                "attune/gate",
-                pull.head_sha,
-                status="completed",
-                conclusion="success" if proc.returncode == 0 else "failure",
-                output={"title": "attune/gate", "summary": proc.stdout or proc.stderr},
+            registry = str(REPO_ROOT / "registry")  # the pinned attune's, as the action passes
+            proc = self._attune(
+                "gate", "check", str(base), str(cand), "--registry", registry, "--markdown"
             )
+            # the check run is the gate job's own, in a run of the gate workflow on the head
+            conclusion = "success" if proc.returncode == 0 else "failure"
+            run = self.fake.create_run("attune-gate.yml", pull.head_sha, event="pull_request")
+            self.fake.start_run(run.id)
+            self.fake.job_check_run(run.id, "attune/gate", conclusion, proc.stdout or proc.stderr)
+            self.fake.complete_run(run.id, conclusion)
+
+    def _bench_run(self, dispatch: Any) -> tuple[dict[str, str], str, str]:
+        """(the bench action's inputs, the artifact's name, its file name) of a dispatch, read
+        from the dispatched workflow at the dispatch's ref."""
+        from tests.fakegithub.actions import render_expression
+
+        doc, step, steps = self._workflow_step(dispatch.ref, dispatch.workflow, self.BENCH_ACTION)
+        triggers = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as True
+        declared: dict[str, Any] = triggers["workflow_dispatch"]["inputs"]
+        unknown = sorted(set(dispatch.inputs) - set(declared))
+        if unknown:
+            raise AssertionError(f"{dispatch.workflow} declares no input {unknown}")
+        context: dict[str, Any] = {
+            f"inputs.{name}": spec.get("default") for name, spec in declared.items()
+        }
+        context.update({f"inputs.{name}": value for name, value in dispatch.inputs.items()})
+        missing = [
+            n for n, spec in declared.items() if spec.get("required") and not context[f"inputs.{n}"]
+        ]
+        if missing:
+            raise AssertionError(f"{dispatch.workflow}: required inputs {missing} not given")
+        inputs = {k: render_expression(str(v), context) for k, v in step["with"].items()}
+        (upload,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-art")]
+        name = render_expression(str(upload["with"]["name"]), context)
+        return inputs, name, Path(str(upload["with"]["path"])).name
 
     def _run_new_dispatches(self) -> None:
         for dispatch in self.fake.dispatches():
@@ -191,14 +252,15 @@ class ActionsPlayer:
             if run_id in self.done_runs:
                 continue
             self.done_runs.add(run_id)
-            inputs = dispatch.inputs
+            inputs, artifact, member = self._bench_run(dispatch)
             self.fake.start_run(run_id)
             work = self.tmp / f"run-{run_id}"
             work.mkdir()
-            recipe = work / "recipe.yaml"
+            # the action reads the recipe from the commit as data and benches it outside
+            recipe = work / Path(inputs["recipe"]).name
             recipe.write_text(self.fake.files_at(inputs["sha"])[inputs["recipe"]])
             out = work / "result.json"
-            profile = ["--profile"] if str(inputs.get("profile")).lower() == "true" else []
+            profile = ["--profile"] if inputs.get("profile") == "true" else []
             proc = self._attune(
                 "bench",
                 str(recipe),
@@ -209,12 +271,16 @@ class ActionsPlayer:
                 inputs["warmup"],
                 "--out",
                 str(out),
+                "--trial",
+                inputs["trial"],
+                "--sha",
+                inputs["sha"],
                 "--workdir",
                 str(work / "bench"),
             )
             artifacts = {}
             if out.exists():
-                artifacts[f"attune-result-{inputs['trial']}"] = {"result.json": out.read_bytes()}
+                artifacts[artifact] = {member: out.read_bytes()}
             conclusion = "success" if proc.returncode == 0 else "failure"
             self.fake.complete_run(run_id, conclusion, artifacts)
             payload = self.fake.webhooks.workflow_run_completed(run_id)
@@ -223,6 +289,49 @@ class ActionsPlayer:
             )
             if response.status_code not in (200, 202):
                 self.errors.append(f"workflow_run webhook answered {response.status_code}")
+
+
+@contextmanager
+def serve_process(fake: FakeGitHub, tmp: Path, **env_over: str) -> Iterator[tuple[str, int]]:
+    """``attune serve`` as a real process on loopback, configured through ``ATTUNE_*``
+    variables; yields its URL and pid, and kills it with SIGKILL on exit (no clean shutdown)."""
+    key = tmp / "app.pem"
+    key.write_text(fake.private_key_pem)
+    port = free_port()
+    env = {
+        **os.environ,
+        "ATTUNE_APP_ID": str(fake.app_id),
+        "ATTUNE_PRIVATE_KEY_PATH": str(key),
+        "ATTUNE_WEBHOOK_SECRET": SECRET,
+        "ATTUNE_LEDGER_PATH": str(tmp / "ledger.db"),
+        "ATTUNE_STATE_DIR": str(tmp / "state"),
+        "ATTUNE_ALLOWED_REPOSITORIES": FULL,
+        "ATTUNE_GITHUB_API_URL": fake.url,
+        "ATTUNE_POLL_SECONDS": "0.2",
+        "ATTUNE_FORECAST_SECONDS": "3",
+        **env_over,
+    }
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz").status_code == 200
+        except httpx.ConnectError:
+            return False
+
+    try:
+        wait_for(up, timeout=30, what="attune serve")
+        yield url, serve.pid
+    finally:
+        serve.kill()
+        serve.wait(timeout=10)
 
 
 def comment(
@@ -242,10 +351,12 @@ def wait_for(predicate: Any, *, timeout: float, what: str) -> None:
 
 
 @contextmanager
-def github_mode(tmp: Path, *, poll_s: float = 0.2) -> Iterator[tuple[FakeGitHub, App, int]]:
+def github_mode(
+    tmp: Path, *, poll_s: float = 0.2, **overrides: Any
+) -> Iterator[tuple[FakeGitHub, App, int]]:
     with FakeGitHub() as fake:
         number = seed_repo(fake)
-        with App(fake, tmp, poll_s=poll_s) as app:
+        with App(fake, tmp, poll_s=poll_s, **overrides) as app:
             yield fake, app, number
 
 
