@@ -109,7 +109,7 @@ def test_a_command_accepted_before_a_kill_runs_once_after_the_restart(tmp_path: 
     with FakeGitHub() as fake:
         number = seed_repo(fake)
         payload = fake.webhooks.issue_comment(number, "reader", "/attune help")
-        with serve_process(fake, tmp_path, ATTUNE_WORKERS="0") as url:
+        with serve_process(fake, tmp_path, ATTUNE_WORKERS="0") as (url, _pid):
             accepted = fake.webhooks.deliver(
                 f"{url}/webhook", "issue_comment", payload, SECRET, delivery="before-the-kill"
             )
@@ -146,3 +146,15 @@ def test_the_inbox_prunes_by_age_and_survives_reopening(tmp_path: Path) -> None:
     reopened.prune()
     assert reopened.accept("d1", "issue_comment", command={"n": 1}, comment_id=7) == "queued"
     reopened.close()
+
+
+def test_a_queued_command_goes_to_one_worker_only(tmp_path: Path) -> None:
+    inbox = Inbox(tmp_path / "inbox.db")
+    inbox.accept("d1", "issue_comment", command={"n": 1}, comment_id=1)
+    first, second = inbox.take(), inbox.take()
+    assert first is not None and second is None  # started by the first worker
+    inbox.close()
+    again = Inbox(tmp_path / "inbox.db")  # a restart: what was started and not done is queued
+    taken = again.take()
+    assert taken is not None and taken.seq == first.seq and taken.attempts == 1
+    again.close()

@@ -61,6 +61,9 @@ class Inbox:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a 202 promises the command survives
         self._db.executescript(_SCHEMA)
+        # commands a killed app had taken but not finished are taken again (handlers are
+        # idempotent by comment id); in this process, a started command is one worker's
+        self._db.execute("UPDATE commands SET state = 'queued' WHERE state = 'started'")
         self._pruned_at = 0.0
         self.ready = threading.Event()
         """Set whenever a command is queued; workers wait on it."""
@@ -106,12 +109,11 @@ class Inbox:
         return outcome
 
     def take(self) -> QueuedCommand | None:
-        """The oldest command not done, marked started (a command a killed app had started
-        is taken again: handlers are idempotent by comment id)."""
+        """The oldest queued command, marked started (by one worker only)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT seq, delivery, comment_id, payload, attempts FROM commands "
-                "WHERE state != 'done' ORDER BY seq LIMIT 1"
+                "WHERE state = 'queued' ORDER BY seq LIMIT 1"
             ).fetchone()
             if row is None:
                 self.ready.clear()
