@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test lint bench bench-gate clean
+.PHONY: setup demo test lint bench bench-webhook bench-gate clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test: lint
 
 bench: setup
 	$(BIN)/python benchmarks/levers.py
+	$(BIN)/python benchmarks/webhook.py
+
+# webhook ack latency at 200 concurrent signed deliveries (target p99 < 100 ms on 2 cores) and
+# the server's peak memory under oversized unsigned bodies
+bench-webhook: setup
+	$(BIN)/python benchmarks/webhook.py
 
 # cold `attune gate check` per framework (Megatron target: under 30 s on 2 cores)
 bench-gate: setup
