@@ -31,18 +31,23 @@ MIB = 1024 * 1024
 def test_bodies_over_25_mib_are_refused_before_being_read(tmp_path: Path) -> None:
     with github_mode(tmp_path) as (_fake, app, _n):
         big = b"x" * (26 * MIB)
-        declared = httpx.post(
-            f"{app.url}/webhook",
-            content=big,
-            headers={"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "big"},
-        )
-        assert declared.status_code == 413
+        headers = {"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "big"}
+        unsigned = httpx.post(f"{app.url}/webhook", content=big, headers=headers)
+        assert unsigned.status_code == 401  # no signature header: the body is never read
+        signed = dict(headers, **{"X-Hub-Signature-256": sign(big, SECRET)})
+        declared = httpx.post(f"{app.url}/webhook", content=big, headers=signed)
+        assert declared.status_code == 413  # even signed: over GitHub's own cap
 
         def chunks() -> object:  # no Content-Length: the server counts as it reads
             for _ in range(27):
                 yield b"y" * MIB
 
-        streamed = httpx.post(f"{app.url}/webhook", content=chunks())  # type: ignore[arg-type]
+        forged = dict(headers, **{"X-Hub-Signature-256": "sha256=" + "0" * 64})
+        streamed = httpx.post(
+            f"{app.url}/webhook",
+            content=chunks(),  # type: ignore[arg-type]
+            headers=forged,
+        )
         assert streamed.status_code == 413
         assert ledger_events(app) == []
 

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from github import Auth, Github, GithubException
 
 from bot.github.commands import USAGE, Command, CommandError, parse
-from bot.github.inbox import Inbox, QueuedCommand
+from bot.github.inbox import Delivery, GroupCommit, Inbox, QueuedCommand
 from bot.github.permissions import may_write, permission_of
 from bot.github.settings import Settings
 from bot.github.signature import verify
@@ -203,6 +203,7 @@ def create_app(
     settings: Settings, campaigns: CampaignService, github_for: GithubFactory
 ) -> FastAPI:
     inbox = Inbox(settings.state_dir / "inbox.db", retention_s=settings.delivery_retention_s)
+    group = GroupCommit(inbox)
     workers = CommandWorkers(inbox, CommandHandler(campaigns, github_for), settings.workers)
 
     @contextlib.asynccontextmanager
@@ -233,10 +234,13 @@ def create_app(
 
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:
+        signature = request.headers.get("x-hub-signature-256")
+        if not signature or not signature.startswith("sha256="):  # refused before reading
+            return JSONResponse({"detail": "invalid or missing signature"}, status_code=401)
         body = await _read_capped(request, MAX_BODY_BYTES)
         if body is None:
             return JSONResponse({"detail": "body over 25 MiB"}, status_code=413)
-        if not verify(body, request.headers.get("x-hub-signature-256"), secret):
+        if not verify(body, signature, secret):
             return JSONResponse({"detail": "invalid or missing signature"}, status_code=401)
         event = request.headers.get("x-github-event", "")
         delivery = request.headers.get("x-github-delivery", "")
@@ -254,7 +258,7 @@ def create_app(
             return JSONResponse({"status": "repository not allowed, ignored"})
         command = _command(event, payload)
         comment_id = int(payload["comment"]["id"]) if command is not None else None
-        outcome = inbox.accept(delivery, event, command=command, comment_id=comment_id)
+        outcome = await group.accept(Delivery(delivery, event, command, comment_id))
         if outcome == "duplicate delivery":
             return JSONResponse({"status": "duplicate delivery, ignored"})
         if outcome == "duplicate comment":

@@ -10,12 +10,13 @@ are pruned, so the file does not grow forever.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -37,6 +38,15 @@ CREATE TABLE IF NOT EXISTS commands (
 );
 CREATE INDEX IF NOT EXISTS commands_open ON commands (state, seq);
 """
+
+
+class Delivery(NamedTuple):
+    """A verified webhook delivery and the command it carries, if any."""
+
+    delivery: str
+    event: str
+    command: dict[str, Any] | None = None
+    comment_id: int | None = None
 
 
 class QueuedCommand(BaseModel):
@@ -79,34 +89,42 @@ class Inbox:
         comment_id: int | None = None,
     ) -> Accepted:
         """Record ``delivery`` and, in the same transaction, queue ``command`` (a payload)."""
+        return self.accept_many([Delivery(delivery, event, command, comment_id)])[0]
+
+    def accept_many(self, batch: list[Delivery]) -> list[Accepted]:
+        """``accept`` for several deliveries in ONE transaction (one fsync): concurrent
+        webhooks are committed together instead of queueing behind each other's fsync."""
         now = time.time()
+        outcomes: list[Accepted] = []
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                cur = self._db.execute(
-                    "INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?)", (delivery, event, now)
-                )
-                if cur.rowcount != 1:
-                    self._db.execute("ROLLBACK")
-                    return "duplicate delivery"
-                outcome: Accepted = "recorded"
-                if command is not None:
-                    cur = self._db.execute(
-                        "INSERT OR IGNORE INTO commands "
-                        "(delivery, comment_id, payload, state, received_at) "
-                        "VALUES (?, ?, ?, 'queued', ?)",
-                        (delivery, comment_id, json.dumps(command), now),
-                    )
-                    outcome = "queued" if cur.rowcount == 1 else "duplicate comment"
+                for item in batch:
+                    outcomes.append(self._accept_one(item, now))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             if now - self._pruned_at > 3600.0:
                 self._prune(now)
-        if outcome == "queued":
+        if "queued" in outcomes:
             self.ready.set()
-        return outcome
+        return outcomes
+
+    def _accept_one(self, item: Delivery, now: float) -> Accepted:
+        cur = self._db.execute(
+            "INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?)", (item.delivery, item.event, now)
+        )
+        if cur.rowcount != 1:
+            return "duplicate delivery"
+        if item.command is None:
+            return "recorded"
+        cur = self._db.execute(
+            "INSERT OR IGNORE INTO commands (delivery, comment_id, payload, state, received_at) "
+            "VALUES (?, ?, ?, 'queued', ?)",
+            (item.delivery, item.comment_id, json.dumps(item.command), now),
+        )
+        return "queued" if cur.rowcount == 1 else "duplicate comment"
 
     def take(self) -> QueuedCommand | None:
         """The oldest queued command, marked started (by one worker only)."""
@@ -167,3 +185,39 @@ class Inbox:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class GroupCommit:
+    """Concurrent webhook requests share inbox transactions: while one batch commits (in a
+    thread, so the event loop keeps accepting), the next arrivals gather into the next batch.
+    Used from one event loop."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+        self._pending: list[tuple[Delivery, asyncio.Future[Accepted]]] = []
+        self._flushing = False
+
+    async def accept(self, item: Delivery) -> Accepted:
+        future: asyncio.Future[Accepted] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    outcomes = await asyncio.to_thread(
+                        self.inbox.accept_many, [item for item, _ in batch]
+                    )
+                except Exception as exc:  # each waiting request answers with the error
+                    for _, future in batch:
+                        future.set_exception(exc)
+                    continue
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    future.set_result(outcome)
+        finally:
+            self._flushing = False
