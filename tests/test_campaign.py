@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bot.cli import main
-from bot.commands.tune import open_campaign, run_campaign
+from bot.commands.tune import open_new, run_campaign
 from bot.forges.local import LocalForge
 from bot.interfaces import AgentView, FingerprintOf, ProfileRequest, Proposal, Stop
 from gate.ledger import Ledger, LedgerEvent
@@ -25,7 +25,7 @@ LEVERS = {
 def open_small(tmp: Path, write_recipe: Any, small_config: dict[str, Any], **kw: Any) -> Path:
     recipe = write_recipe(tmp, "small", **{**small_config, **LEVERS})
     workdir = tmp / "campaign"
-    open_campaign(
+    open_new(
         workdir,
         recipe_path=recipe,
         budget_hours=kw.get("budget", 1.0),
@@ -157,7 +157,7 @@ def test_a_candidate_identical_in_effect_is_never_promoted(
     config["micro_batch_size"] = 8  # global batch derived: 8 x 1 rank
     recipe = write_recipe(tmp_path, "derived", **config)
     workdir = tmp_path / "campaign"
-    open_campaign(
+    open_new(
         workdir,
         recipe_path=recipe,
         budget_hours=1.0,

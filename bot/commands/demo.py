@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bot.commands.gate_check import resolve_pair
-from bot.commands.tune import open_campaign, run_campaign
+from bot.commands.tune import open_new, run_campaign
 from bot.console import console
 from bot.render import gate_table, verdict_line
 from gate.errors import AttuneError
@@ -30,7 +30,7 @@ def demo(
     if (workdir / "ledger.db").exists():
         raise AttuneError("already holds a ledger; pick a new --workdir", path=str(workdir))
     console.rule(f"[bold]attune tune {BASELINE.relative_to(EXAMPLES.parent)}")
-    open_campaign(
+    open_new(
         workdir,
         recipe_path=BASELINE,
         budget_hours=budget_hours,

@@ -13,9 +13,8 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
-from bot.agents.rules import RulesAgent
-from bot.campaign import Campaign
-from bot.campaign_state import CampaignState
+from bot.campaign_setup import AGENTS, build_campaign, open_campaign
+from bot.campaign_state import CampaignParams, CampaignState
 from bot.console import console
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
@@ -24,11 +23,9 @@ from bot.render import noise_line
 from bot.report import write_report
 from gate.errors import AttuneError
 from gate.ledger import Ledger
-from gate.recipe import load_recipe, parse_recipe
-from gate.registry import load_registry
+from gate.recipe import load_recipe
+from gate.registry import Registry
 from runners.adapter import get_adapter
-
-AGENTS = {"rules": RulesAgent}
 
 
 class LiveProgress:
@@ -64,7 +61,7 @@ class LiveProgress:
             self.last = line
 
 
-def open_campaign(
+def open_new(
     workdir: Path,
     *,
     recipe_path: Path | None,
@@ -75,34 +72,30 @@ def open_campaign(
     max_trials: int,
     calibration_runs: int,
 ) -> None:
-    """Create the work directory and write ``campaign_opened``."""
+    """Create the work directory and open the campaign in its ledger."""
     if recipe_path is None or budget_hours is None:
         raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
     if budget_hours <= 0:
         raise AttuneError(f"--budget must be positive device-hours, got {budget_hours}")
     if agent not in AGENTS:
         raise AttuneError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
-    recipe = load_recipe(recipe_path)
-    get_adapter(recipe.framework, path=recipe.path).resolve(recipe)  # bad input fails here
+    recipe = load_recipe(recipe_path)  # an unreadable or malformed file names itself here
+    get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
     if (workdir / "ledger.db").exists():
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
     workdir.mkdir(parents=True, exist_ok=True)
     with Ledger(workdir / "ledger.db") as ledger:
-        ledger.append(
+        open_campaign(
+            ledger,
             workdir.name,
-            "campaign_opened",
-            {
-                "baseline": recipe.name,
-                "recipe_path": f"recipes/{recipe_path.name}",
-                "recipe_text": recipe_path.read_text(),
-                "framework": recipe.framework,
-                "budget_device_hours": budget_hours,
-                "steps": steps,
-                "warmup": warmup,
-                "agent": agent,
-                "calibration_runs": calibration_runs,
-                "max_trials": max_trials,
-            },
+            recipe_text=recipe_path.read_text(),
+            recipe_path=f"recipes/{recipe_path.name}",
+            budget_hours=budget_hours,
+            steps=steps,
+            warmup=warmup,
+            agent=agent,
+            calibration_runs=calibration_runs,
+            max_trials=max_trials,
         )
 
 
@@ -123,30 +116,28 @@ def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None
     replaces the one the campaign was opened with (for plugging in another implementation)."""
     ledger, name = open_ledger(workdir)
     with ledger:
-        opened = ledger.events(name)[0].payload
-        recipe = parse_recipe(str(opened["recipe_text"]), path=str(opened["recipe_path"]))
-        effective = get_adapter(recipe.framework).resolve(recipe)
-        registry = load_registry(effective.framework, effective.framework_version)
-        executor = LocalExecutor(
-            ledger=ledger,
-            campaign=name,
-            registry=registry,
-            workdir=workdir,
-            budget_device_seconds=opened["budget_device_hours"] * 3600,
-            steps=opened["steps"],
-            warmup=opened["warmup"],
-        )
+
+        def local_executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
+            return LocalExecutor(
+                ledger=ledger,
+                campaign=name,
+                registry=registry,
+                workdir=workdir,
+                budget_device_seconds=params.budget_device_hours * 3600,
+                steps=params.steps,
+                warmup=params.warmup,
+            )
+
         with LocalForge(workdir / "forge") as forge:
             with Live(console=console, auto_refresh=False, transient=True) as display:
                 progress = LiveProgress(display if live and console.is_terminal else None)
-                campaign = Campaign(
-                    name=name,
-                    ledger=ledger,
+                campaign = build_campaign(
+                    ledger,
+                    name,
                     forge=forge,
-                    executor=executor,
-                    agent=agent or AGENTS[opened["agent"]](),
-                    registry=registry,
+                    executor=local_executor,
                     progress=progress,
+                    agent=agent,
                 )
                 state = campaign.run()
             report = write_report(ledger.events(name), workdir)
@@ -194,7 +185,7 @@ def tune(
         raise AttuneError("give a RECIPE to tune, or --resume DIR")
     stem = recipe_path.stem
     workdir = workdir or Path("runs") / time.strftime(f"tune-{stem}-%Y%m%d-%H%M%S")
-    open_campaign(
+    open_new(
         workdir,
         recipe_path=recipe_path,
         budget_hours=budget_hours,

@@ -12,8 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from bot.campaign_setup import AGENTS
+
 PREFIX = "/attune"
-AGENTS = ("rules",)
 MAX_STEPS = 10_000
 
 Verb = Literal["tune", "status", "stop", "resume", "help"]

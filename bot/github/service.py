@@ -15,9 +15,8 @@ from typing import Any
 from github import Auth, GithubException, GithubIntegration
 from github.Repository import Repository
 
-from bot.agents.rules import RulesAgent
-from bot.campaign import Campaign
-from bot.campaign_state import CampaignState, fold
+from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, build_campaign, open_campaign
+from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.forges.github import GitHubForge
 from bot.github.app import GithubFactory, PullContext
 from bot.github.commands import Command
@@ -29,16 +28,12 @@ from bot.interfaces import HeadMoved
 from bot.render import noise_line
 from gate.errors import AttuneError
 from gate.ledger import Ledger
-from gate.recipe import parse_recipe
-from gate.registry import load_registry
-from runners.adapter import get_adapter
+from gate.registry import Registry
 
 log = logging.getLogger("attune.github")
 
 GUARDED = ("gate/", "registry/", ".github/")
 """Paths a tuned or candidate pull request may never change (CODEOWNERS guards them)."""
-DEFAULT_STEPS = 12
-DEFAULT_WARMUP = 3
 RESUMABLE = frozenset({"requested", "error", "permission"})
 """Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
 
@@ -213,11 +208,6 @@ class GitHubCampaigns:
         if isinstance(content, list):
             return f"`{path}` is a directory."
         text = content.decoded_content.decode()
-        try:
-            recipe = parse_recipe(text, path=path)
-            get_adapter(recipe.framework, path=path).resolve(recipe)
-        except AttuneError as exc:
-            return f"`{path}` at {head[:7]} is not a recipe attune can tune: {exc}"
         now = ctx.repo.get_pull(ctx.number).head.sha
         if now != head or pull.head.sha != head:
             return (
@@ -230,33 +220,46 @@ class GitHubCampaigns:
             len(self._campaigns(ctx.repo_name, ctx.number)) + 1
         )
         with Ledger(self.settings.ledger_path) as ledger:
-            ledger.append(
-                campaign,
-                "campaign_opened",
-                {
-                    "baseline": recipe.name,
-                    "recipe_path": path,
-                    "recipe_text": text,
-                    "framework": recipe.framework,
-                    "budget_device_hours": budget,
-                    "steps": steps,
-                    "warmup": min(DEFAULT_WARMUP, steps - 1),
-                    "agent": command.agent or "rules",
-                    "calibration_runs": 5,
-                    "max_trials": 20,
-                    "repo": ctx.repo_name,
-                    "pr": ctx.number,
-                    "head_sha": head,
-                    "by": ctx.user,
-                    "installation": ctx.installation_id,
-                    "comment_id": ctx.comment_id,
-                },
-            )
+            try:
+                self._open(ledger, ctx, campaign, path, head, text, command, budget, steps)
+            except AttuneError as exc:
+                return f"`{path}` at {head[:7]} is not a recipe attune can tune: {exc}"
         self._start_for(ctx, campaign)
         return (
             f"Started campaign `{campaign}` on `{path}` at {head[:7]}: budget {budget:g} "
             f"GPU-hours, {steps} steps per trial. Candidates arrive as pull requests into this "
             "branch; one comment here keeps the trials table, noise model and budget up to date."
+        )
+
+    def _open(
+        self,
+        ledger: Ledger,
+        ctx: PullContext,
+        campaign: str,
+        path: str,
+        head: str,
+        text: str,
+        command: Command,
+        budget: float,
+        steps: int,
+    ) -> None:
+        open_campaign(
+            ledger,
+            campaign,
+            recipe_text=text,
+            recipe_path=path,
+            budget_hours=budget,
+            steps=steps,
+            warmup=min(DEFAULT_WARMUP, steps - 1),
+            agent=command.agent or "rules",
+            origin={
+                "repo": ctx.repo_name,
+                "pr": ctx.number,
+                "head_sha": head,
+                "by": ctx.user,
+                "installation": ctx.installation_id,
+                "comment_id": ctx.comment_id,
+            },
         )
 
     def stop(self, ctx: PullContext) -> str:
@@ -376,32 +379,29 @@ class GitHubCampaigns:
         try:
             self._check_start(repo, number, campaign)
             with Ledger(self.settings.ledger_path) as ledger:
-                opened = ledger.events(campaign)[0].payload
-                recipe = parse_recipe(str(opened["recipe_text"]), path=str(opened["recipe_path"]))
-                effective = get_adapter(recipe.framework).resolve(recipe)
-                registry = load_registry(effective.framework, effective.framework_version)
-                executor = ActionsExecutor(
-                    repo=repo,
-                    wake=running.wake,
-                    poll_s=self.settings.poll_seconds,
-                    authorize=authorize,
-                    bot_login=self.bot_login(repo_name),
-                    ledger=ledger,
-                    campaign=campaign,
-                    registry=registry,
-                    workdir=self.settings.state_dir / "campaigns" / campaign,
-                    budget_device_seconds=float(opened["budget_device_hours"]) * 3600,
-                    steps=int(opened["steps"]),
-                    warmup=int(opened["warmup"]),
-                    default_forecast_s=self.settings.forecast_seconds,
-                )
-                Campaign(
-                    name=campaign,
-                    ledger=ledger,
+
+                def actions(registry: Registry, params: CampaignParams) -> ActionsExecutor:
+                    return ActionsExecutor(
+                        repo=repo,
+                        wake=running.wake,
+                        poll_s=self.settings.poll_seconds,
+                        authorize=authorize,
+                        bot_login=self.bot_login(repo_name),
+                        ledger=ledger,
+                        campaign=campaign,
+                        registry=registry,
+                        workdir=self.settings.state_dir / "campaigns" / campaign,
+                        budget_device_seconds=params.budget_device_hours * 3600,
+                        steps=params.steps,
+                        warmup=params.warmup,
+                        default_forecast_s=self.settings.forecast_seconds,
+                    )
+
+                build_campaign(
+                    ledger,
+                    campaign,
                     forge=forge,
-                    executor=executor,
-                    agent=RulesAgent(),
-                    registry=registry,
+                    executor=actions,
                     stop_requested=running.stop.is_set,
                 ).run()
         except (AttuneError, GithubException) as exc:

@@ -1,0 +1,107 @@
+"""Open and build a campaign: the one wiring of ledger, forge, executor, agent and registry.
+
+``attune tune`` and GitHub mode both call ``open_campaign`` (validate the request, write
+``campaign_opened``) and ``build_campaign`` (everything a ``Campaign`` needs, from the ledger
+alone, so building again after a restart gives the same campaign). The agents and the campaign
+defaults are defined here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bot.agents.rules import RulesAgent
+from bot.campaign import Campaign, Progress
+from bot.campaign_state import CampaignParams, fold
+from bot.interfaces import Agent, Executor, Forge
+from gate.errors import AttuneError
+from gate.ledger import Ledger
+from gate.recipe import parse_recipe
+from gate.registry import Registry, load_registry
+from runners.adapter import get_adapter
+from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
+
+AGENTS: dict[str, Callable[[], Agent]] = {"rules": RulesAgent}
+"""``--agent`` / ``agent=`` names and how each agent is made."""
+CALIBRATION_RUNS = 5
+MAX_TRIALS = 20
+
+__all__ = ["AGENTS", "CALIBRATION_RUNS", "DEFAULT_STEPS", "DEFAULT_WARMUP", "MAX_TRIALS"]
+
+ExecutorFactory = Callable[[Registry, CampaignParams], Executor]
+"""(the registry of the recipe's framework, the campaign's parameters) -> its executor."""
+
+
+def open_campaign(
+    ledger: Ledger,
+    name: str,
+    *,
+    recipe_text: str,
+    recipe_path: str,
+    budget_hours: float,
+    steps: int = DEFAULT_STEPS,
+    warmup: int = DEFAULT_WARMUP,
+    agent: str = "rules",
+    calibration_runs: int = CALIBRATION_RUNS,
+    max_trials: int = MAX_TRIALS,
+    origin: dict[str, Any] | None = None,
+) -> CampaignParams:
+    """Validate a request and write ``campaign_opened``; bad input raises AttuneError and
+    writes nothing. ``origin`` holds GitHub mode's fields (repo, pr, head_sha, by, ...)."""
+    if budget_hours <= 0:
+        raise AttuneError(f"the budget must be positive device-hours, got {budget_hours:g}")
+    if agent not in AGENTS:
+        raise AttuneError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    if steps < 2 or not 0 <= warmup < steps:
+        raise AttuneError(f"need 0 <= warmup < steps and steps >= 2, got {warmup} and {steps}")
+    if ledger.events(name):
+        raise AttuneError(f"campaign {name} exists already; resume it instead")
+    recipe = parse_recipe(recipe_text, path=recipe_path)
+    get_adapter(recipe.framework, path=recipe_path).resolve(recipe)  # bad input fails here
+    params = CampaignParams(
+        baseline=recipe.name,
+        recipe_path=recipe_path,
+        recipe_text=recipe_text,
+        framework=recipe.framework,
+        budget_device_hours=budget_hours,
+        steps=steps,
+        warmup=warmup,
+        agent=agent,
+        calibration_runs=calibration_runs,
+        max_trials=max_trials,
+        **(origin or {}),
+    )
+    ledger.append(name, "campaign_opened", params.model_dump(exclude_none=True))
+    return params
+
+
+def build_campaign(
+    ledger: Ledger,
+    name: str,
+    *,
+    forge: Forge,
+    executor: ExecutorFactory,
+    progress: Progress | None = None,
+    stop_requested: Callable[[], bool] | None = None,
+    agent: Agent | None = None,
+) -> Campaign:
+    """The campaign ``name`` of ``ledger`` with the agent it was opened with (or ``agent``)."""
+    params = fold(name, ledger.events(name)).params
+    if params is None:
+        raise AttuneError(f"no campaign {name} in the ledger")
+    recipe = parse_recipe(params.recipe_text, path=params.recipe_path)
+    effective = get_adapter(recipe.framework).resolve(recipe)
+    registry = load_registry(effective.framework, effective.framework_version)
+    if agent is None and params.agent not in AGENTS:
+        raise AttuneError(f"campaign {name} asks for agent {params.agent!r}, which is not here")
+    return Campaign(
+        name=name,
+        ledger=ledger,
+        forge=forge,
+        executor=executor(registry, params),
+        agent=agent or AGENTS[params.agent](),
+        registry=registry,
+        progress=progress,
+        stop_requested=stop_requested,
+    )
