@@ -28,6 +28,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+# before init_process_group: on import its collectives bind the default group as a default argument,
+# so the later import by torch.optim kept gloo alive past destroy_process_group, to interpreter exit
+import torch.distributed.nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from runners.embedded.config import WorkloadConfig
