@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel
 
 from gate.errors import AttuneError
+from gate.events import MODELS, Event, EventError, parse_event, to_payload
 from gate.models import canonical_json
 
 EventKind = Literal[
@@ -93,6 +94,11 @@ class LedgerEvent(BaseModel):
     hash: str
     """sha256 hex of canonical_json([seq, time, campaign, kind, payload, prev_hash])."""
 
+    @property
+    def event(self) -> Event:
+        """The payload as its kind's typed, immutable event (0.1 payloads upcast)."""
+        return parse_event(self.kind, self.payload)
+
 
 class VerifyReport(BaseModel):
     """What ``attune ledger verify`` found."""
@@ -139,12 +145,21 @@ class Ledger:
         with self._lock:
             self._conn.close()
 
-    def append(self, campaign: str, kind: EventKind, payload: dict[str, Any]) -> LedgerEvent:
-        """Add one event at the end of the chain and return it as stored."""
+    def append(
+        self, campaign: str, kind: EventKind, payload: dict[str, Any] | Event
+    ) -> LedgerEvent:
+        """Add one event at the end of the chain and return it as stored. The payload must
+        validate against its kind's model (``gate.events``); nothing is written otherwise."""
         if kind not in EVENT_KINDS:
             raise ValueError(f"unknown ledger event kind {kind!r}; known: {', '.join(EVENT_KINDS)}")
+        if isinstance(payload, Event):
+            if kind != payload.KIND:
+                raise EventError(f"a {payload.KIND} event appended as {kind}")
+            event = payload
+        else:
+            event = parse_event(kind, {**payload, "v": MODELS[kind].VERSION})
         # Hash what will be read back: canonical_json stringifies what JSON cannot hold.
-        text = canonical_json(payload)
+        text = canonical_json(to_payload(event))
         decoded = json.loads(text)
         with self._lock, self._transaction():
             last = self._conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")

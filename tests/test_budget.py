@@ -19,6 +19,7 @@ from gate.budget import (
 )
 from gate.ledger import EventKind, Ledger, LedgerEvent
 from gate.models import TrialResult
+from tests.events_factory import payload
 
 T0 = 1_700_000_000.0
 
@@ -195,9 +196,10 @@ def test_trial_result_charged_through_a_real_ledger(tmp_path: Path, status: str)
         devices=2,
     )
     with Ledger(tmp_path / "ledger.db") as ledger:
-        ledger.append("c1", "campaign_opened", {"budget_device_hours": 0.05})
-        ledger.append("c1", "trial_finished", trial_finished_payload(result))
-        ledger.append("other", "trial_finished", trial_finished_payload(result))
+        ledger.append("c1", "campaign_opened", payload("campaign_opened"))
+        finished = {"trial": "baseline-1", **trial_finished_payload(result)}
+        ledger.append("c1", "trial_finished", finished)
+        ledger.append("other", "trial_finished", finished)
         events = ledger.events("c1")
     assert spent_device_seconds(events) == result.device_seconds == 61.0
     summary = campaign_summary(events)

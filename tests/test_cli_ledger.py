@@ -9,26 +9,27 @@ import pytest
 
 from bot.cli import main
 from gate.ledger import Ledger
+from tests.events_factory import payload
 
 
 def make_ledger(path: Path) -> None:
     with Ledger(path) as ledger:
-        ledger.append("c1", "campaign_opened", {"baseline": "b", "budget_device_hours": 1.0})
-        ledger.append("c1", "trial_started", {"trial": "t1", "fingerprint": "f", "devices": 2})
-        ledger.append(
-            "c1",
+        opened = payload("campaign_opened", baseline="b", budget_device_hours=1.0)
+        ledger.append("c1", "campaign_opened", opened)
+        started = payload("trial_started", trial="t1", fingerprint="f", devices=2)
+        ledger.append("c1", "trial_started", started)
+        finished = payload(
             "trial_finished",
-            {
-                "trial": "t1",
-                "fingerprint": "f",
-                "status": "failed",
-                "score": None,
-                "allocated_at": 100.0,
-                "released_at": 190.0,
-                "devices": 2,
-                "device_seconds": 180.0,
-            },
+            trial="t1",
+            fingerprint="f",
+            status="failed",
+            score=None,
+            allocated_at=100.0,
+            released_at=190.0,
+            devices=2,
+            device_seconds=180.0,
         )
+        ledger.append("c1", "trial_finished", finished)
 
 
 def test_verify_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,6 +25,7 @@ from gate.models import StepRecord, TrialResult
 from gate.registry import load_registry
 from runners.bench import Launch
 from runners.local import RunHandle
+from tests.events_factory import payload
 from tests.fakegithub import FakeGitHub
 from tests.github_harness import FULL, NO_WAIT, RECIPE_PATH, recipe_text, seed_repo
 
@@ -67,7 +68,8 @@ def world(tmp_path: Path) -> Iterator[World]:
 def open_candidate(w: World) -> tuple[int, str, str]:
     """A candidate PR as the campaign opens it; returns (number, its head, the pinned head)."""
     pinned = w.fake.head("tune-ported")
-    w.ledger.append(CAMPAIGN, "campaign_opened", {"recipe_path": RECIPE_PATH, "head_sha": pinned})
+    opened = payload("campaign_opened", recipe_path=RECIPE_PATH, head_sha=pinned)
+    w.ledger.append(CAMPAIGN, "campaign_opened", opened)
     w.ledger.append(
         CAMPAIGN,
         "forge_ready",

@@ -17,15 +17,16 @@ import pytest
 from gate.errors import AttuneError
 from gate.ledger import EVENT_KINDS, GENESIS_HASH, Ledger
 from gate.models import canonical_json
+from tests.events_factory import payload
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _fill(path: Path, n: int = 4) -> None:
     with Ledger(path) as ledger:
-        ledger.append("c1", "campaign_opened", {"budget_device_hours": 0.05, "baseline": "base"})
+        ledger.append("c1", "campaign_opened", payload("campaign_opened"))
         for i in range(1, n):
-            ledger.append("c1", "trial_started", {"trial": i})
+            ledger.append("c1", "trial_started", payload("trial_started", trial=f"baseline-{i}"))
 
 
 def _raw(path: Path, *statements: str) -> None:
@@ -58,23 +59,26 @@ def _child(script: str, *args: str) -> subprocess.Popen[str]:
 def test_append_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "ledger.db"
     with Ledger(path) as ledger:
-        first = ledger.append("c1", "campaign_opened", {"budget_device_hours": 0.05})
-        ledger.append("c2", "campaign_opened", {"budget_device_hours": 1})
-        third = ledger.append("c1", "trial_finished", {"status": "ok", "nested": {"b": [1, 2]}})
+        first = ledger.append("c1", "campaign_opened", payload("campaign_opened"))
+        ledger.append("c2", "campaign_opened", payload("campaign_opened", budget_device_hours=1))
+        profile = {"compute": 0.5, "communication": 0.1, "cpu": 0.3, "idle": 0.1}
+        profile.update(step_seconds=0.2, steps=3)
+        third = ledger.append("c1", "trial_finished", payload("trial_finished", profile=profile))
         assert [e.seq for e in ledger.events()] == [1, 2, 3]
         assert ledger.events("c1") == [first, third]
         assert ledger.campaigns() == ["c1", "c2"]
     with Ledger(path) as ledger:  # reopened: same events, same order
         events = ledger.events()
     assert events[0] == first
-    assert events[2].payload == {"status": "ok", "nested": {"b": [1, 2]}}
+    assert events[2].payload == third.payload
+    assert events[2].payload["profile"] == {**profile, "trace_path": None}
     assert events[0].prev_hash == GENESIS_HASH
     assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:-1]]
 
 
 def test_hash_is_sha256_of_canonical_row(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
-        e = ledger.append("c1", "noise_calibrated", {"cv": 0.01, "mean": 1234.5})
+        e = ledger.append("c1", "noise_calibrated", payload("noise_calibrated", mean=1234.5))
     body = canonical_json([e.seq, e.time, e.campaign, e.kind, e.payload, e.prev_hash])
     assert e.hash == hashlib.sha256(body.encode()).hexdigest()
 
@@ -96,8 +100,11 @@ def test_empty_ledger_verifies(tmp_path: Path) -> None:
 
 def test_values_json_cannot_hold_are_stored_as_text_and_still_verify(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
-        e = ledger.append("c1", "gate_checked", {"log": tmp_path / "x.log"})
-        assert e.payload == {"log": str(tmp_path / "x.log")}
+        changes = {"log": (tmp_path / "a.log", tmp_path / "b.log")}
+        e = ledger.append(
+            "c1", "candidate_proposed", payload("candidate_proposed", changes=changes)
+        )
+        assert e.payload["changes"] == {"log": [str(tmp_path / "a.log"), str(tmp_path / "b.log")]}
         assert ledger.verify().ok
 
 
@@ -271,11 +278,12 @@ APPEND_FOREVER = """
     import sys
     from pathlib import Path
     from gate.ledger import Ledger
+    from tests.events_factory import payload
 
     ledger = Ledger(Path(sys.argv[1]))
     i = 0
     while True:
-        ledger.append(sys.argv[2], "trial_started", {"i": i, "pad": "x" * 2000})
+        ledger.append(sys.argv[2], "trial_started", payload("trial_started", recipe="x" * 2000))
         i += 1
         print(i, flush=True)
 """
@@ -301,17 +309,18 @@ def test_survives_a_process_killed_mid_append(tmp_path: Path) -> None:
         assert report.checked == len(events)
         assert acknowledged <= len(events) <= acknowledged + 1
         before = len(events)
-        assert all(e.payload["pad"] == "x" * 2000 for e in events)
+        assert all(e.payload["recipe"] == "x" * 2000 for e in events)
 
 
 APPEND_N = """
     import sys
     from pathlib import Path
     from gate.ledger import Ledger
+    from tests.events_factory import payload
 
     with Ledger(Path(sys.argv[1])) as ledger:
         for i in range(int(sys.argv[3])):
-            ledger.append(sys.argv[2], "trial_started", {"i": i})
+            ledger.append(sys.argv[2], "trial_started", payload("trial_started", trial=f"t{i}"))
 """
 
 
@@ -326,6 +335,7 @@ def test_concurrent_first_open_and_appends_keep_one_chain(tmp_path: Path) -> Non
     assert report.ok and report.checked == 160
     assert [e.seq for e in events] == list(range(1, 161))
     for n in range(4):  # each writer's events are in its own order
-        assert [e.payload["i"] for e in events if e.campaign == f"c{n}"] == list(range(40))
+        trials = [e.payload["trial"] for e in events if e.campaign == f"c{n}"]
+        assert trials == [f"t{i}" for i in range(40)]
     leftovers = sorted(p.name for p in path.parent.iterdir())
     assert leftovers == ["ledger.db", "ledger.db.lock"]

@@ -11,6 +11,7 @@ from bot.report import build_report, render_markdown, write_report
 from gate.ledger import EventKind, Ledger, LedgerEvent
 from gate.models import ProfileBreakdown
 from gate.noise import calibrate
+from tests.events_factory import payload
 
 T0 = 1_700_000_000.0
 RECIPE_PATH = "examples/ported-gpt.yaml"
@@ -56,7 +57,7 @@ class _Campaign:
             forecast_device_seconds=30.0,
             profile=False,
         )
-        self.add("trial_launched", trial=trial, handle={"backend": "local", "pid": 1})
+        self.add("trial_launched", **payload("trial_launched", trial=trial, recipe="ported-gpt"))
         profile = None
         if role == "profile":
             profile = ProfileBreakdown(
@@ -90,7 +91,7 @@ class _Campaign:
             title=f"{key}: {after}",
             lever=[key],
             changes={key: [before, after]},
-            coupled=[],
+            coupled=False,
             bottleneck="compute",
             mechanism=f"{key} costs time",
             expected_gain_pct=20,

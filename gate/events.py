@@ -1,0 +1,296 @@
+"""The ledger's events: one closed, versioned pydantic model per kind.
+
+The ledger refuses a payload that does not validate against its kind's model, so what a
+campaign folds back is always a known shape. Each payload carries its version (``v``); a
+payload without one was written by attune 0.1, whose shapes are version 1. When a shape
+changes, its model's ``VERSION`` goes up and ``UPCASTERS`` gains a function from the old shape,
+so every ledger ever written still reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate.errors import AttuneError
+from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
+
+Role = Literal["calibration", "profile", "candidate"]
+StopReason = Literal[
+    "budget",
+    "exhausted",
+    "max_trials",
+    "baseline_failed",
+    "requested",
+    "head_moved",
+    "permission",
+    "error",
+]
+"""Why a campaign ended; ``requested``, ``head_moved``, ``permission``, ``error``: GitHub mode."""
+Decision = Literal["merge", "close"]
+RefusalReason = Literal["budget", "failed_rerun", "gate_check"]
+
+
+class Event(BaseModel):
+    """A ledger payload. Immutable; unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    KIND: ClassVar[str]
+    VERSION: ClassVar[int] = 1
+    v: int = 1
+    """The shape's version (absent in 0.1 ledgers: 1)."""
+
+
+class CampaignOpened(Event):
+    KIND = "campaign_opened"
+    baseline: str
+    recipe_path: str
+    recipe_text: str
+    framework: str
+    budget_device_hours: float
+    steps: int
+    warmup: int
+    agent: str
+    calibration_runs: int
+    max_trials: int
+    repo: str | None = None
+    pr: int | None = None
+    installation: int | None = None
+    by: str | None = None
+    head_sha: str | None = None
+    comment_id: int | None = None
+
+
+class ForgeReady(Event):
+    KIND = "forge_ready"
+    tuned_pr: int
+    tuned_branch: str
+    base_sha: str
+
+
+class NoiseCalibrated(Event):
+    KIND = "noise_calibrated"
+    runs: int
+    mean: float
+    std: float
+    cv: float
+    threshold: float
+    scores: list[float]
+
+
+class ProfileRequested(Event):
+    KIND = "profile_requested"
+    trial: str
+    reason: str
+    incumbent: str
+
+
+class CandidateProposed(Event):
+    KIND = "candidate_proposed"
+    trial: str
+    n: int
+    title: str
+    lever: list[str]
+    changes: dict[str, tuple[Any, Any]]
+    coupled: bool
+    bottleneck: str
+    mechanism: str
+    expected_gain_pct: float
+    sources: list[str]
+    recipe_text: str
+
+
+class PrOpened(Event):
+    KIND = "pr_opened"
+    trial: str
+    pr: int
+    branch: str
+    head_sha: str
+
+
+class FindingRecord(BaseModel):
+    """One changed key as the gate classified it (``attune gate check --json``'s shape)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    key: str
+    baseline: Any = None
+    candidate: Any = None
+    key_class: KeyClass = Field(alias="class")
+    reason: str
+    source: str | None = None
+    derived: bool = False
+
+
+class GateChecked(Event):
+    KIND = "gate_checked"
+    trial: str
+    recipe: str
+    fingerprint: str
+    verdict: Verdict
+    findings: list[FindingRecord]
+
+
+class LaunchRefused(Event):
+    KIND = "launch_refused"
+    trial: str
+    fingerprint: str
+    reason: RefusalReason
+    message: str
+
+
+class TrialStarted(Event):
+    KIND = "trial_started"
+    trial: str
+    role: Role
+    recipe: str
+    fingerprint: str
+    devices: int
+    forecast_device_seconds: float
+    profile: bool
+
+
+class HandleRecord(BaseModel):
+    """What a restarted bot needs to find a launch again (the backend's handle)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    backend: str
+    pid: int
+    workdir: str
+    allocated_at: float
+
+
+class TrialLaunched(Event):
+    KIND = "trial_launched"
+    trial: str
+    recipe: str
+    framework: str
+    fingerprint: str
+    steps: int
+    warmup: int
+    devices: int
+    profile_trace: str | None
+    handle: HandleRecord
+
+
+class TrialFinished(Event):
+    KIND = "trial_finished"
+    trial: str
+    recipe: str
+    fingerprint: str
+    status: TrialStatus
+    score: float | None
+    step1_loss: float | None
+    error: str | None
+    allocated_at: float
+    released_at: float
+    devices: int
+    device_seconds: float
+    profile: ProfileBreakdown | None = None
+    reconciled: bool = False
+    run_id: int | None = None
+    """GitHub mode: the workflow run that benchmarked it."""
+
+
+class TrialAbandoned(Event):
+    KIND = "trial_abandoned"
+    trial: str
+    reason: str
+
+
+class TrialJudged(Event):
+    KIND = "trial_judged"
+    trial: str
+    decision: Decision
+    reason: str
+    score: float | None = None
+    incumbent_score: float | None = None
+    gain: float | None = None
+    threshold: float | None = None
+    post_passed: bool | None = None
+    post_reasons: list[str] | None = None
+
+
+class PrMerged(Event):
+    KIND = "pr_merged"
+    trial: str
+    pr: int
+    sha: str
+
+
+class PrClosed(Event):
+    KIND = "pr_closed"
+    trial: str
+    pr: int
+
+
+class CampaignStopped(Event):
+    KIND = "campaign_stopped"
+    reason: StopReason
+    evidence: list[str]
+
+
+class CampaignResumed(Event):
+    KIND = "campaign_resumed"
+    by: str
+
+
+MODELS: dict[str, type[Event]] = {
+    model.KIND: model
+    for model in (
+        CampaignOpened,
+        ForgeReady,
+        NoiseCalibrated,
+        ProfileRequested,
+        CandidateProposed,
+        PrOpened,
+        GateChecked,
+        LaunchRefused,
+        TrialStarted,
+        TrialLaunched,
+        TrialFinished,
+        TrialAbandoned,
+        TrialJudged,
+        PrMerged,
+        PrClosed,
+        CampaignStopped,
+        CampaignResumed,
+    )
+}
+"""Kind -> its model; the closed list of event kinds."""
+
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""(kind, version) -> the payload in the next version's shape. Empty while every kind is at
+version 1; a shape change adds its upcaster here and a test on a ledger of the old release."""
+
+
+class EventError(AttuneError):
+    """A payload that is not a valid event of its kind."""
+
+
+def parse_event(kind: str, payload: dict[str, Any]) -> Event:
+    """The typed event for a stored payload, upcast from older versions."""
+    model = MODELS.get(kind)
+    if model is None:
+        raise EventError(f"unknown ledger event kind {kind!r}; known: {', '.join(MODELS)}")
+    data = dict(payload)
+    version = int(data.get("v", 1))
+    while version < model.VERSION:
+        upcast = UPCASTERS.get((kind, version))
+        if upcast is None:
+            raise EventError(f"{kind} v{version}: no upcaster to v{version + 1}")
+        data, version = upcast(data), version + 1
+        data["v"] = version
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(payload)"
+        raise EventError(f"{kind}: {where}: {first['msg']}") from None
+
+
+def to_payload(event: Event) -> dict[str, Any]:
+    """What the ledger stores: JSON-ready, field names as documented (``class``, not
+    ``key_class``)."""
+    return event.model_dump(mode="json", by_alias=True)
