@@ -29,6 +29,7 @@ from bot.interfaces import (
 from bot.recipe_edit import apply_changes
 from gate import noise, postlaunch
 from gate.errors import AttuneError
+from gate.events import StopReason
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, Recipe, TrialResult
 from gate.recipe import parse_recipe
@@ -381,7 +382,7 @@ class Campaign:
             self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
         self.update_campaign_comment()
 
-    def stop(self, reason: str, evidence: list[str]) -> None:
+    def stop(self, reason: StopReason, evidence: list[str]) -> None:
         self.ledger.append(self.name, "campaign_stopped", {"reason": reason, "evidence": evidence})
         self.update_campaign_comment()
 

@@ -27,6 +27,7 @@ from bot.github.settings import Settings
 from bot.interfaces import HeadMoved
 from bot.render import noise_line
 from gate.errors import AttuneError
+from gate.events import StopReason
 from gate.ledger import Ledger
 from gate.registry import Registry
 
@@ -34,7 +35,7 @@ log = logging.getLogger("attune.github")
 
 GUARDED = ("gate/", "registry/", ".github/")
 """Paths a tuned or candidate pull request may never change (CODEOWNERS guards them)."""
-RESUMABLE = frozenset({"requested", "error", "permission"})
+RESUMABLE: frozenset[StopReason] = frozenset({"requested", "error", "permission"})
 """Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
 
 
@@ -405,7 +406,7 @@ class GitHubCampaigns:
                     stop_requested=running.stop.is_set,
                 ).run()
         except (AttuneError, GithubException) as exc:
-            reason = (
+            reason: StopReason = (
                 "head_moved"
                 if isinstance(exc, HeadMoved)
                 else "permission"
