@@ -19,7 +19,7 @@ from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import parse_recipe
 from gate.registry import Registry, load_registry
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
 
 AGENTS: dict[str, Callable[[], Agent]] = {"rules": RulesAgent}

@@ -18,7 +18,7 @@ from gate.ledger import Ledger
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
 from gate.postlaunch import PostLaunchReport
 from gate.registry import Registry
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 from runners.bench import Launch, collect, start_bench
 from runners.local import Backend, LocalBackend
 

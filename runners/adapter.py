@@ -8,7 +8,6 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, StepRecord
 
 
@@ -65,23 +64,3 @@ class FrameworkAdapter(Protocol):
 
         Keys that validation derives (not parser arguments) are not included.
         """
-
-
-def get_adapter(framework: str, *, path: str | None = None) -> FrameworkAdapter:
-    """The adapter for ``framework``; an unknown name is an AttuneError listing the known ones."""
-    from runners.embedded.adapter import EmbeddedAdapter
-    from runners.megatron.adapter import MegatronAdapter
-    from runners.torchtitan.adapter import TorchtitanAdapter
-
-    adapters: dict[str, FrameworkAdapter] = {
-        "embedded": EmbeddedAdapter(),
-        "megatron": MegatronAdapter(),
-        "torchtitan": TorchtitanAdapter(),
-    }
-    try:
-        return adapters[framework]
-    except KeyError:
-        known = ", ".join(sorted(adapters))
-        raise AttuneError(
-            f"unknown framework {framework!r} (known: {known})", path=path, key="framework"
-        ) from None

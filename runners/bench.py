@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
 from gate.throughput import tokens_per_second_per_device
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
 from runners.profile_trace import breakdown_from_trace
 

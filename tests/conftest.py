@@ -12,7 +12,7 @@ import yaml
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import load_recipe
 from gate.registry import Registry, load_registry
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 
 SMALL_CONFIG: dict[str, Any] = {
     "n_layer": 2,

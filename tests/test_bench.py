@@ -16,7 +16,7 @@ import pytest
 from bot.cli import main
 from gate.models import TrialResult
 from gate.recipe import load_recipe
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 
 RecipeWriter = Callable[..., Path]
 

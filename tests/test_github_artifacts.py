@@ -86,6 +86,7 @@ def test_attune_serve_starts_and_answers(tmp_path: Path) -> None:
         "ATTUNE_STATE_DIR": str(tmp_path / "state"),
         "ATTUNE_LEDGER_PATH": str(tmp_path / "ledger.db"),
         "ATTUNE_ALLOWED_REPOSITORIES": "org/models",
+        "ATTUNE_OPERATOR_TOKEN": "op-token",
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
@@ -105,7 +106,10 @@ def test_attune_serve_starts_and_answers(tmp_path: Path) -> None:
                     raise
                 time.sleep(0.1)
         assert response.json() == {"status": "ok"}
-        assert httpx.get(f"http://127.0.0.1:{port}/campaigns").json() == []
+        campaigns = f"http://127.0.0.1:{port}/campaigns"
+        assert httpx.get(campaigns).status_code == 401
+        operator = {"Authorization": "Bearer op-token"}
+        assert httpx.get(campaigns, headers=operator).json() == []
         unsigned = httpx.post(f"http://127.0.0.1:{port}/webhook", content=b"{}")
         assert unsigned.status_code == 401
     finally:

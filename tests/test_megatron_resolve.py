@@ -9,7 +9,7 @@ import pytest
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import load_recipe
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 from runners.megatron.adapter import MEGATRON_PATH_VAR, MegatronAdapter
 from runners.resolve_process import worker_env
 

@@ -13,7 +13,7 @@ from gate.models import EffectiveConfig
 from gate.prelaunch import judge
 from gate.recipe import load_recipe
 from gate.registry import load_registry
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 
 
 def resolve_pair(baseline_path: Path, candidate_path: Path) -> tuple[EffectiveConfig, ...]:

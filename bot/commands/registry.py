@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.console import console
 from gate.registry import coverage, load_registry
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 
 
 def registry_coverage(framework: str, *, registry_dir: Path | None, as_json: bool) -> int:

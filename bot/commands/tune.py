@@ -25,7 +25,7 @@ from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import load_recipe
 from gate.registry import Registry
-from runners.adapter import get_adapter
+from runners.adapters import get_adapter
 
 
 class LiveProgress:
