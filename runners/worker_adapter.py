@@ -15,7 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, StepRecord
 from runners.adapter import FrameworkKeys, LaunchSpec
+from runners.resolve_cache import ResolveCache
 from runners.resolve_process import run_worker
+
+_CACHES: dict[str, ResolveCache] = {}
+"""Worker module -> its answers: shared by every adapter instance of the process."""
 
 
 class DistributedRecipe(BaseModel):
@@ -64,6 +68,8 @@ class WorkerAdapter(Generic[BodyT]):
     install_hint: ClassVar[str]
     path_var: ClassVar[str]
     """Environment variable naming a framework checkout to resolve with."""
+    distribution: ClassVar[str]
+    """The framework's package (its installed version is part of the resolution cache key)."""
     error_key: ClassVar[str] = "args"
     """Recipe key an error of the framework's own validation is reported under."""
 
@@ -116,10 +122,9 @@ class WorkerAdapter(Generic[BodyT]):
         bodies = [self._body(r) for r in recipes]
         if not bodies:
             return []
-        answer = self._ask({"recipes": [self.request_item(b) for b in bodies]})
-        version = str(answer["version"])
+        answers = self._answers([self.request_item(b) for b in bodies])
         outcomes: list[EffectiveConfig | AttuneError] = []
-        for recipe, body, result in zip(recipes, bodies, answer["results"], strict=True):
+        for recipe, body, (version, result) in zip(recipes, bodies, answers, strict=True):
             if "error" in result:
                 key = str(result.get("key") or self.error_key)
                 outcomes.append(AttuneError(str(result["error"]), path=recipe.path, key=key))
@@ -137,6 +142,28 @@ class WorkerAdapter(Generic[BodyT]):
                 )
             )
         return outcomes
+
+    def _cache(self) -> ResolveCache:
+        if self.worker not in _CACHES:
+            _CACHES[self.worker] = ResolveCache(self.worker, self.distribution, self.path_var)
+        return _CACHES[self.worker]
+
+    def _answers(self, items: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        """(framework version, the worker's result) per item: remembered ones from the cache,
+        the others from ONE worker process (duplicates asked once)."""
+        cache = self._cache()
+        keys = [cache.key(item) for item in items]
+        missing = {k: item for k, item in zip(keys, items, strict=True) if cache.get(k) is None}
+        if missing:
+            answer = self._ask({"recipes": list(missing.values())})
+            for key, result in zip(missing, answer["results"], strict=True):
+                cache.put(key, {"version": str(answer["version"]), "result": result})
+        out = []
+        for key in keys:
+            found = cache.get(key)
+            assert found is not None
+            out.append((str(found["version"]), dict(found["result"])))
+        return out
 
     def keys(self) -> FrameworkKeys:
         """Every key of the framework's parser and the line defining it (from the worker)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,16 @@ def registry() -> Registry:
 def _no_inherited_fault(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fault hook left in the environment must not leak into a test's runs."""
     monkeypatch.delenv("ATTUNE_FAULT", raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fresh_resolve_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Resolutions cached on disk go to a folder of this test session (subprocesses inherit
+    it): a suite never reads answers a previous run left in the user's cache."""
+    before = os.environ.get("ATTUNE_CACHE_DIR")
+    os.environ["ATTUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("attune-cache"))
+    yield
+    if before is None:
+        del os.environ["ATTUNE_CACHE_DIR"]
+    else:
+        os.environ["ATTUNE_CACHE_DIR"] = before

@@ -34,6 +34,7 @@ class MegatronAdapter(WorkerAdapter[MegatronRecipe]):
     missing_module = "megatron"
     install_hint = INSTALL_HINT
     path_var = MEGATRON_PATH_VAR
+    distribution = "megatron-core"
 
     def request_item(self, body: MegatronRecipe) -> dict[str, Any]:
         return {

@@ -39,6 +39,7 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
     missing_module = "torchtitan"
     install_hint = INSTALL_HINT
     path_var = TORCHTITAN_PATH_VAR
+    distribution = "torchtitan"
     error_key = "overrides"
 
     def request_item(self, body: TorchtitanRecipe) -> dict[str, Any]:
