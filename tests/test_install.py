@@ -270,7 +270,7 @@ def test_the_actions_run_only_the_pinned_attune(name: str) -> None:
                 assert code == ROOT_LINE
     assert installs == 1
     # the action's root, two folders up, is this checkout: its Makefile and registry
-    root = (ACTIONS / name / ".." / "..").resolve()
+    root = (ACTIONS / name).resolve().parents[1]
     assert root == REPO_ROOT and (root / "Makefile").exists()
 
 
@@ -626,7 +626,7 @@ def bench_server(tmp: Path) -> Server:
     older = work.commit({"recipes/gpt.yaml": recipe_yaml(), "README.md": "models\n"})
     head = work.commit({"recipes/gpt.yaml": recipe_yaml(micro_batch_size=2)})
     work("checkout", "-q", "-b", "links")
-    link = work.commit({"recipes/gpt.yaml": Path("../README.md")})
+    link = work.commit({"recipes/gpt.yaml": Path("../README.md")})  # not a path: a link target
     work("checkout", "-q", "-b", "big", head)
     big = work.commit({"recipes/gpt.yaml": "#" * (1024 * 1024 + 1)})
     work("checkout", "-q", "--detach", head)
@@ -648,7 +648,7 @@ def bench_server(tmp: Path) -> Server:
         ("trial", "", "trial:"),
         ("sha", "ABCDEF" + "0" * 34, "sha:"),
         ("sha", "main", "sha:"),
-        ("recipe", "../etc/passwd", "recipe:"),
+        ("recipe", "../etc/passwd", "recipe:"),  # not a path: a hostile input
         ("recipe", "recipes/../x.yaml", "recipe:"),
         ("recipe", "/etc/passwd", "recipe:"),
         ("recipe", "recipes/", "recipe:"),

@@ -17,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE_WORDS = re.compile(r"(^|[\s\"'=(])\.\./|\bshared/fixtures\b|/work/")
 """Text that names a place outside the repository in a Makefile, a workflow or a script."""
+NOT_A_PATH = "# not a path:"
+"""A comment that marks a line's strings as data (a hostile input a test feeds), not a path."""
 
 
 def tracked(*patterns: str) -> list[Path]:
@@ -59,7 +61,20 @@ def climbs_out(source: str, depth: int) -> list[str]:
     """Places in Python ``source``, of a file ``depth`` levels below the root (``tests/x.py``
     is 2: ``parents[1]`` is the root), that reach above the repository root."""
     problems = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        line = lines[node.lineno - 1] if hasattr(node, "lineno") else ""
+        if id(node) in docstrings or NOT_A_PATH in line:
+            continue
         ups = _file_chain_depth(node) if isinstance(node, (ast.Subscript, ast.Attribute)) else None
         if ups is not None and ups > depth:
             problems.append(f"line {node.lineno}: climbs {ups} levels from a file {depth} deep")
@@ -84,6 +99,8 @@ def climbs_out(source: str, depth: int) -> list[str]:
         ("Path(__file__).parent.parent.parent", ["climbs 3 levels"]),
         ("Path(__file__).resolve().parent / '..' / 'shared'", ["outside"]),
         ("open('../shared/fixtures/github/x.json')", ["outside"]),
+        ('"""Usage: attune init ../models"""', []),  # a docstring shows, it does not read
+        ("BAD = '../etc/passwd'  # not a path: a hostile input", []),
     ],
 )
 def test_the_check_catches_what_it_claims(source: str, expected: list[str]) -> None:
