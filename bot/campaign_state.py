@@ -8,34 +8,13 @@ from pydantic import BaseModel, Field
 
 from bot.interfaces import AgentView, HistoryItem
 from gate import budget
+from gate.events import CampaignOpened
 from gate.ledger import LedgerEvent
 from gate.models import EffectiveConfig, NoiseModel, ProfileBreakdown
 from gate.registry import Registry
 
-
-class CampaignParams(BaseModel):
-    """What ``attune tune`` was asked to do (the ``campaign_opened`` payload)."""
-
-    baseline: str
-    recipe_path: str
-    """Path of the recipe inside the forge repository."""
-    recipe_text: str
-    framework: str
-    budget_device_hours: float
-    steps: int
-    warmup: int
-    agent: str
-    calibration_runs: int
-    max_trials: int
-    # GitHub mode: where the campaign was started, by whom, through which App installation
-    repo: str | None = None
-    pr: int | None = None
-    installation: int | None = None
-    by: str | None = None
-    head_sha: str | None = None
-    """GitHub mode: the tuned pull request's head when the command was screened."""
-    comment_id: int | None = None
-    """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
+CampaignParams = CampaignOpened
+"""What the campaign was asked to do: its ``campaign_opened`` event."""
 
 
 class TrialRecord(BaseModel):

@@ -44,23 +44,37 @@ class Event(BaseModel):
 
 
 class CampaignOpened(Event):
+    """What a campaign was asked to do (``CampaignParams`` in the fold)."""
+
     KIND = "campaign_opened"
     baseline: str
+    """The baseline recipe's name."""
     recipe_path: str
+    """Path of the recipe inside the forge repository."""
     recipe_text: str
+    """The recipe as written (YAML)."""
     framework: str
     budget_device_hours: float
     steps: int
+    """Steps per trial, warm-up included."""
     warmup: int
+    """Leading steps not scored."""
     agent: str
     calibration_runs: int
     max_trials: int
+    """Candidates at most."""
     repo: str | None = None
+    """GitHub mode: ``owner/name`` of the repository."""
     pr: int | None = None
+    """GitHub mode: the tuned pull request."""
     installation: int | None = None
+    """GitHub mode: the App installation that acts on the repository."""
     by: str | None = None
+    """GitHub mode: who commented ``/attune tune``."""
     head_sha: str | None = None
+    """GitHub mode: the tuned pull request's head when the command was screened."""
     comment_id: int | None = None
+    """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
 
 
 class ForgeReady(Event):
