@@ -57,6 +57,20 @@ class Comment(BaseModel):
     """Hidden marker of a comment the bot edits in place (``<!-- attune:... -->``)."""
 
 
+def marker_tag(name: str) -> str:
+    """The hidden first line of a marked comment."""
+    return f"<!-- {name} -->"
+
+
+def split_marker(text: str) -> tuple[str | None, str]:
+    """(marker name, body) of a comment's stored text: a first line ``<!-- name -->`` is the
+    marker, and the body is what follows it. Every forge returns comments this way."""
+    first, _, rest = text.partition("\n")
+    if first.startswith("<!-- ") and first.endswith(" -->"):
+        return marker_name(first), rest
+    return None, text
+
+
 class ForgeError(AttuneError):
     """A forge operation that cannot be done: git failed, a PR is missing, the base moved."""
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from bot.console import console
 from bot.forges.local import LocalForge
-from bot.interfaces import CheckResult, PullRequest
+from bot.interfaces import CheckResult, PullRequest, marker_tag
 
 STATE_STYLE = {"open": "green", "merged": "magenta", "closed": "red"}
 CONCLUSION_STYLE = {"success": "green", "failure": "red", "neutral": "yellow"}
@@ -90,5 +90,7 @@ def pr_show(workdir: Path, number: int) -> int:
     for comment in comments:
         console.print()
         console.print(Text(f"comment {comment.id}", style="bold"))
+        if comment.marker:
+            console.print(Text(marker_tag(comment.marker), style="dim"))
         console.print(Text(comment.body))
     return 0

@@ -15,15 +15,20 @@ from github import GithubException
 from github.PullRequest import PullRequest as GhPull
 from github.Repository import Repository
 
-from bot.interfaces import CheckResult, Comment, ForgeError, HeadMoved, PullRequest, marker_name
+from bot.interfaces import (
+    CheckResult,
+    Comment,
+    ForgeError,
+    HeadMoved,
+    PullRequest,
+    marker_name,
+    marker_tag,
+    split_marker,
+)
 
 BASELINE_GATE_CHECK = "attune/baseline-gate"
 """The campaign's own gate verdict (candidate vs the ORIGINAL baseline). ``attune/gate`` is
 the workflow's check (candidate vs its base branch); the two names never collide."""
-
-
-def _marker_tag(name: str) -> str:
-    return f"<!-- {name} -->"
 
 
 class GitHubForge:
@@ -206,10 +211,10 @@ class GitHubForge:
     def comment(self, number: int, body: str, *, marker: str | None = None) -> Comment:
         issue = self.repo.get_issue(number)
         name = marker_name(marker) if marker is not None else None
-        text = f"{_marker_tag(name)}\n{body}" if name else body
+        text = f"{marker_tag(name)}\n{body}" if name else body
         if name:
             for existing in issue.get_comments():
-                if _marker_tag(name) in (existing.body or ""):
+                if marker_tag(name) in (existing.body or ""):
                     if existing.body != text:
                         existing.edit(text)
                     return Comment(id=existing.id, pr=number, body=body, marker=name)
@@ -219,10 +224,6 @@ class GitHubForge:
     def comments(self, number: int) -> list[Comment]:
         out = []
         for c in self.repo.get_issue(number).get_comments():
-            text = c.body or ""
-            name = None
-            first, _, rest = text.partition("\n")
-            if first.startswith("<!-- ") and first.endswith(" -->"):
-                name, text = marker_name(first), rest
-            out.append(Comment(id=c.id, pr=number, body=text, marker=name))
+            name, body = split_marker(c.body or "")
+            out.append(Comment(id=c.id, pr=number, body=body, marker=name))
         return out

@@ -13,7 +13,16 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.interfaces import CheckResult, Comment, ForgeError, HeadMoved, PullRequest, marker_name
+from bot.interfaces import (
+    CheckResult,
+    Comment,
+    ForgeError,
+    HeadMoved,
+    PullRequest,
+    marker_name,
+    marker_tag,
+    split_marker,
+)
 
 log = logging.getLogger("attune")
 
@@ -200,8 +209,9 @@ class LocalForge:
         self.get(number)
         now = time.time()
         name = marker_name(marker) if marker is not None else None
-        if name is not None and f"<!-- {name} -->" not in body:
-            body = f"<!-- {name} -->\n{body}"
+        if name is not None:  # stored as GitHub shows it: the hidden marker line first
+            _, bare = split_marker(body)
+            body = f"{marker_tag(name)}\n{bare}"
         query = "SELECT id FROM comments WHERE pr = ? AND marker = ? ORDER BY id LIMIT 1"
         found = self._db.execute(query, (number, name)).fetchone() if name else None
         if found is not None:
@@ -214,13 +224,18 @@ class LocalForge:
                 " VALUES (?, ?, ?, ?, ?)",
                 (number, body, name, now, now),
             )
-        return Comment(id=cid, pr=number, body=body, marker=name)
+        return Comment(id=cid, pr=number, body=split_marker(body)[1] if name else body, marker=name)
 
     def comments(self, number: int) -> list[Comment]:
         self.get(number)
         query = "SELECT id, body, marker FROM comments WHERE pr = ? ORDER BY id"
         rows = self._db.execute(query, (number,)).fetchall()
-        return [Comment(id=cid, pr=number, body=body, marker=marker) for cid, body, marker in rows]
+        return [
+            Comment(
+                id=cid, pr=number, body=split_marker(body)[1] if marker else body, marker=marker
+            )
+            for cid, body, marker in rows
+        ]
 
     def diff(self, number: int) -> str:
         """Open or closed: ``base...head`` (from their merge base); merged: what the squash
