@@ -96,11 +96,24 @@ class CampaignState(BaseModel):
         candidate run and the profile runs of it): one lucky run must not set the bar."""
         if self.incumbent == "baseline":
             return self.noise.mean if self.noise else None
-        record = self.trials[self.incumbent]
-        if not record.finished or record.finished["score"] is None:
+        return self.winner_score(self.incumbent)
+
+    def winner_score(self, trial: str) -> float | None:
+        """The mean of every run of a merged candidate: its own and the profile runs of it."""
+        record = self.trials.get(trial)
+        if record is None or not record.finished or record.finished["score"] is None:
             return None
-        scores = [float(record.finished["score"]), *self.profile_scores.get(self.incumbent, [])]
+        scores = [float(record.finished["score"]), *self.profile_scores.get(trial, [])]
         return sum(scores) / len(scores)
+
+    @property
+    def speedup(self) -> float | None:
+        """The incumbent's score over the baseline's mean: the one speedup every surface (the
+        console, report.md and its plot, the campaign comment, ``/attune status``) prints."""
+        score = self.incumbent_score
+        if score is None or self.noise is None or self.noise.mean <= 0:
+            return None
+        return score / self.noise.mean
 
     @property
     def incumbent_recipe_text(self) -> str:

@@ -216,9 +216,9 @@ def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
         )
         rows.append("| " + " | ".join(cells) + " |")
     status = f"Stopped ({state.stopped['reason']})." if state.stopped else "Running."
-    best, noise = state.incumbent_score, state.noise
-    if best and noise:
-        status += f" Incumbent `{state.incumbent}`: {best / noise.mean:.2f}x the baseline."
+    noise = state.noise
+    if state.speedup is not None:
+        status += f" Incumbent `{state.incumbent}`: {state.speedup:.2f}x the baseline."
     spent_h = state.spent_device_seconds / 3600
     return CAMPAIGN_COMMENT.format(
         campaign=state.campaign,

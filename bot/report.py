@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bot.campaign_state import fold
 from bot.report_model import (
     NO_CHANGE,
     CampaignReport,
@@ -90,19 +91,18 @@ def build_report(events: list[LedgerEvent]) -> CampaignReport:
                 run.status, run.score = p.get("status"), _float(p.get("score"))
                 run.device_seconds += _charge(e)
                 run.profile = p.get("profile") if isinstance(p.get("profile"), dict) else None
-        if e.kind == "trial_finished":
-            report.device_seconds += _charge(e)
+    state = fold(report.campaign, events)  # the numbers every other surface prints
     report.candidates = list(cands.values())
     report.runs = list(runs.values())
+    report.device_seconds = state.spent_device_seconds
     report.device_hours = report.device_seconds / 3600
     if report.noise is not None:
         report.incumbent.append(IncumbentStep(trial="baseline", score=report.noise.mean))
     for trial in merged:
-        score = cands[trial].score
+        score = state.winner_score(trial)  # the mean of its runs, as the judgement used
         if score is not None:
             report.incumbent.append(IncumbentStep(trial=trial, score=score))
-    if report.noise is not None and report.noise.mean > 0:
-        report.speedup = report.incumbent[-1].score / report.noise.mean
+    report.speedup = state.speedup
     if merged:
         report.final_trial = merged[-1]
         tuned = cands[merged[-1]].recipe_text

@@ -7,6 +7,12 @@ from typing import Any
 
 import pytest
 
+from bot.campaign_state import fold
+from bot.commands.tune import summarize
+from bot.console import console
+from bot.github.service import GitHubCampaigns
+from bot.github.settings import Settings
+from bot.render import campaign_comment
 from bot.report import build_report, render_markdown, write_report
 from gate.ledger import EventKind, Ledger, LedgerEvent
 from gate.models import ProfileBreakdown
@@ -295,3 +301,49 @@ def test_nothing_merged_has_speedup_one(events: list[LedgerEvent]) -> None:
     assert report.speedup == 1.0 and report.final_trial is None and report.recipe_diff == ""
     assert report.candidates[0].outcome == "merge_pending"
     assert "No change merged" in render_markdown(report)
+
+
+def test_every_surface_prints_the_same_speedup(tmp_path: Path) -> None:
+    """The winner was re-measured by a profile run: its score is the mean of its runs, and the
+    console, report.md, the plot's line, the campaign comment and /attune status all say so."""
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        c = _Campaign(ledger)
+        opened = payload("campaign_opened", baseline="ported-gpt", recipe_text=BASELINE)
+        c.add("campaign_opened", **opened)
+        c.add("forge_ready", tuned_pr=1, tuned_branch="attune/tune-1", base_sha="00")
+        for i, score in enumerate(CALIBRATION, 1):
+            c.run(f"baseline-{i}", "calibration", "ok", score, 30.0)
+        noise = calibrate(CALIBRATION)
+        c.add("noise_calibrated", **noise.model_dump(), scores=CALIBRATION)
+        tuned = _recipe(activation_checkpointing="false")
+        c.propose(1, "activation_checkpointing", True, False, tuned, 11)
+        c.gate(1, "allow", "activation_checkpointing")
+        c.run("c1", "candidate", "ok", 1250.0, 25.0)
+        c.judge(1, "merge", 1250.0, 0.25)
+        c.add("pr_merged", trial="c1", pr=11, sha="cd")
+        c.add("profile_requested", trial="profile-1", reason="look again", incumbent="c1")
+        c.run("profile-1", "profile", "ok", 1150.0, 30.0)
+        c.add("campaign_stopped", reason="exhausted", evidence=["nothing left"])
+        events = ledger.events("tune-1")
+    state = fold("tune-1", events)
+    expected = ((1250.0 + 1150.0) / 2) / noise.mean
+    assert state.speedup == pytest.approx(expected)
+    shown = f"{expected:.2f}x"
+    report = build_report(events)
+    assert report.speedup == state.speedup
+    assert report.incumbent[-1].score == pytest.approx(1200.0)  # the plot's incumbent line
+    assert report.device_seconds == state.spent_device_seconds
+    assert shown in render_markdown(report)
+    assert shown in campaign_comment(state, budget_h=0.05)
+    settings = Settings(
+        app_id=1,
+        private_key_path=tmp_path / "unused.pem",
+        webhook_secret="s",
+        ledger_path=tmp_path / "ledger.db",
+        state_dir=tmp_path / "state",
+    )
+    service = GitHubCampaigns(settings, github_for=lambda _installation: None)  # type: ignore[arg-type,return-value]
+    assert shown in service.status_text("tune-1", running=False)
+    with console.capture() as captured:
+        summarize(state, tmp_path / "report.md")
+    assert shown in captured.get()

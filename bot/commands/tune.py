@@ -45,9 +45,8 @@ class LiveProgress:
         table.add_row("phase", phase)
         table.add_row("now", detail or "-")
         table.add_row("trials", f"{len(state.candidates)} candidates, {len(state.trials)} runs")
-        score = state.incumbent_score
-        if score and state.noise:
-            speedup = score / state.noise.mean
+        score, speedup = state.incumbent_score, state.speedup
+        if score is not None and speedup is not None and state.noise:
             table.add_row(
                 "incumbent", f"{state.incumbent}: {score:,.0f} tokens/s/device ({speedup:.2f}x)"
             )
@@ -148,8 +147,8 @@ def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None
 def summarize(state: CampaignState, report: Path) -> None:
     stopped = state.stopped or {}
     console.rule("[bold]campaign finished")
-    if state.noise and state.incumbent_score:
-        speedup = state.incumbent_score / state.noise.mean
+    if state.noise and state.speedup is not None:
+        speedup = state.speedup
         console.print(
             f"incumbent [bold]{state.incumbent}[/]: {speedup:.2f}x the baseline "
             f"(threshold {state.noise.threshold:.1%}), "

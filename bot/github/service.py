@@ -102,11 +102,8 @@ class GitHubCampaigns:
         )
         if state.noise:
             lines.append(f"noise: {noise_line(state.noise)}")
-        if state.noise and state.incumbent_score:
-            lines.append(
-                f"incumbent: {state.incumbent}, "
-                f"{state.incumbent_score / state.noise.mean:.2f}x the baseline"
-            )
+        if state.speedup is not None:
+            lines.append(f"incumbent: {state.incumbent}, {state.speedup:.2f}x the baseline")
         return "\n\n".join(lines)
 
     def overview(self) -> list[dict[str, Any]]:
