@@ -27,6 +27,7 @@ from bot.github.inbox import Delivery, GroupCommit, Inbox, QueuedCommand
 from bot.github.permissions import may_write, permission_of
 from bot.github.settings import Settings
 from bot.github.signature import verify
+from bot.render import replies
 
 log = logging.getLogger("attune.github")
 
@@ -166,7 +167,7 @@ class CommandHandler:
             issue = ctx.repo.get_issue(ctx.number)
             issue.get_comment(item.comment_id).create_reaction("eyes")
         if problem is not None:
-            ctx.reply(f"@{ctx.user} {problem}")
+            ctx.reply(replies.malformed(ctx.user, problem))
             return
         assert command is not None
         ctx.reply(self.answer(ctx, command))
@@ -178,19 +179,11 @@ class CommandHandler:
             return self.campaigns.status(ctx)
         permission = permission_of(ctx.repo, ctx.user)
         if not may_write(permission):
-            return (
-                f"Sorry @{ctx.user}, `/attune {command.verb}` needs write, maintain or admin "
-                f"permission on this repository (yours: {permission}). `/attune status` and "
-                "`/attune help` are open to everyone."
-            )
+            return replies.needs_write(ctx.user, command.verb, permission)
         pull = ctx.repo.get_pull(ctx.number)
         head_repo = pull.head.repo
         if head_repo is None or head_repo.full_name != pull.base.repo.full_name:
-            return (
-                f"Sorry @{ctx.user}, attune never benchmarks pull requests from forks: their "
-                "code would run on the self-hosted GPU runners. Push the branch to this "
-                "repository and open the pull request from there."
-            )
+            return replies.fork_refused(ctx.user)
         ctx.head_sha = pull.head.sha
         if command.verb == "tune":
             return self.campaigns.tune(ctx, command)

@@ -25,7 +25,7 @@ from bot.github.permissions import PermissionLost, require_write
 from bot.github.repo_config import CONFIG_PATH, read_config
 from bot.github.settings import Settings
 from bot.interfaces import HeadMoved
-from bot.render import noise_line
+from bot.render import replies
 from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger
@@ -90,21 +90,7 @@ class GitHubCampaigns:
             return run if run is not None and run.alive() else None
 
     def status_text(self, campaign: str, *, running: bool) -> str:
-        state = self._state(campaign)
-        params = state.params
-        budget = params.budget_device_hours if params else 0.0
-        lines = [f"**attune campaign `{campaign}`**: {'running' if running else 'not running'}"]
-        if state.stopped:
-            lines.append(f"stopped: {state.stopped.get('reason')}")
-        lines.append(
-            f"{len(state.candidates)} candidate(s), {len(state.trials)} trial(s); "
-            f"{state.spent_device_seconds / 3600:.4f} of {budget:.4f} GPU-hours spent"
-        )
-        if state.noise:
-            lines.append(f"noise: {noise_line(state.noise)}")
-        if state.speedup is not None:
-            lines.append(f"incumbent: {state.incumbent}, {state.speedup:.2f}x the baseline")
-        return "\n\n".join(lines)
+        return replies.status(self._state(campaign), running=running)
 
     def overview(self) -> list[dict[str, Any]]:
         with Ledger(self.settings.ledger_path) as ledger:
@@ -130,7 +116,7 @@ class GitHubCampaigns:
     def status(self, ctx: PullContext) -> str:
         names = self._campaigns(ctx.repo_name, ctx.number)
         if not names:
-            return "No attune campaign on this pull request yet: `/attune tune` starts one."
+            return replies.NO_CAMPAIGN
         alive = self._alive(ctx.repo_name, ctx.number)
         return self.status_text(names[-1], running=alive is not None)
 
@@ -152,10 +138,8 @@ class GitHubCampaigns:
         if not self._claim(ctx.repo_name, ctx.number):
             alive = self._alive(ctx.repo_name, ctx.number)
             if alive is None:
-                return "A campaign is being started here: `/attune status` shows it."
-            return "A campaign is already running here.\n\n" + self.status_text(
-                alive.campaign, running=True
-            )
+                return replies.BEING_STARTED
+            return replies.already_running(self.status_text(alive.campaign, running=True))
         try:
             return self._tune(ctx, command)
         finally:
@@ -174,44 +158,30 @@ class GitHubCampaigns:
     def _tune(self, ctx: PullContext, command: Command) -> str:
         done = self._opened_by_comment(ctx)
         if done is not None:
-            return f"Campaign `{done}` was started by this comment already."
+            return replies.started_by_this_comment(done)
         pull = ctx.repo.get_pull(ctx.number)
         screened = ctx.head_sha or pull.head.sha
         files = list(pull.get_files())
         guarded = [f.filename for f in files if f.filename.startswith(GUARDED)]
         if guarded:
-            return (
-                "Refused: this pull request changes "
-                + ", ".join(f"`{g}`" for g in guarded)
-                + ". attune never benchmarks changes to the gate, the registry or the "
-                "workflows; they go through CODEOWNERS review on their own."
-            )
+            return replies.guarded_paths(guarded)
         try:
             config = read_config(ctx.repo)  # the default branch's, never this pull request's
         except AttuneError as exc:
-            return f"attune's configuration is broken: {exc}"
+            return replies.broken_config(str(exc))
         recipes = [
             f.filename for f in files if config.is_recipe(f.filename) and f.status != "removed"
         ]
         if len(recipes) != 1:
-            found = ", ".join(f"`{r}`" for r in recipes) or "none"
-            patterns = ", ".join(f"`{p}`" for p in config.recipes)
-            return (
-                "`/attune tune` tunes the one recipe a pull request changes; this one changes "
-                f"{len(recipes)} recipe file(s) ({found}). Recipes are the files matching "
-                f"{patterns} (`{CONFIG_PATH}` on the default branch)."
-            )
+            return replies.not_one_recipe(recipes, config.recipes, CONFIG_PATH)
         path, head = recipes[0], screened
         content = ctx.repo.get_contents(path, ref=head)
         if isinstance(content, list):
-            return f"`{path}` is a directory."
+            return replies.is_a_directory(path)
         text = content.decoded_content.decode()
         now = ctx.repo.get_pull(ctx.number).head.sha
         if now != head or pull.head.sha != head:
-            return (
-                f"The head of this pull request moved while attune screened it ({head[:7]} -> "
-                f"{now[:7]}); nothing was started. Comment `/attune tune` again."
-            )
+            return replies.moved_while_screening(head, now)
         budget = command.budget_hours or self.settings.default_budget
         steps = command.steps or DEFAULT_STEPS
         campaign = campaign_prefix(ctx.repo_name, ctx.number) + str(
@@ -221,13 +191,9 @@ class GitHubCampaigns:
             try:
                 self._open(ledger, ctx, campaign, path, head, text, command, budget, steps)
             except AttuneError as exc:
-                return f"`{path}` at {head[:7]} is not a recipe attune can tune: {exc}"
+                return replies.not_a_recipe(path, head, str(exc))
         self._start_for(ctx, campaign)
-        return (
-            f"Started campaign `{campaign}` on `{path}` at {head[:7]}: budget {budget:g} "
-            f"GPU-hours, {steps} steps per trial. Candidates arrive as pull requests into this "
-            "branch; one comment here keeps the trials table, noise model and budget up to date."
-        )
+        return replies.started(campaign, path, head, budget, steps)
 
     def _open(
         self,
@@ -263,14 +229,14 @@ class GitHubCampaigns:
     def stop(self, ctx: PullContext) -> str:
         alive = self._alive(ctx.repo_name, ctx.number)
         if alive is None:
-            return "No campaign is running on this pull request."
+            return replies.NOT_RUNNING
         alive.stop.set()
         alive.wake.set()
-        return f"Stopping `{alive.campaign}` after its current trial."
+        return replies.stopping(alive.campaign)
 
     def resume(self, ctx: PullContext) -> str:
         if not self._claim(ctx.repo_name, ctx.number):
-            return "A campaign is already running here: `/attune status` shows it."
+            return replies.ALREADY_RUNNING
         try:
             return self._resume(ctx)
         finally:
@@ -279,19 +245,16 @@ class GitHubCampaigns:
     def _resume(self, ctx: PullContext) -> str:
         names = self._campaigns(ctx.repo_name, ctx.number)
         if not names:
-            return "Nothing to resume: `/attune tune` starts a campaign."
+            return replies.NOTHING_TO_RESUME
         campaign = names[-1]
         stopped = self._state(campaign).stopped
         if stopped is not None:
             if stopped.get("reason") not in RESUMABLE:
-                return (
-                    f"`{campaign}` finished ({stopped.get('reason')}); `/attune tune` starts "
-                    "a new campaign."
-                )
+                return replies.finished(campaign, str(stopped.get("reason")))
             with Ledger(self.settings.ledger_path) as ledger:
                 ledger.append(campaign, "campaign_resumed", {"by": ctx.user})
         self._start_for(ctx, campaign)
-        return f"Resuming `{campaign}` from the ledger."
+        return replies.resuming(campaign)
 
     def wake(self, repo: str) -> None:
         """A run or check finished: wake the campaigns of that repository waiting on one."""
@@ -416,13 +379,7 @@ class GitHubCampaigns:
                     ledger.append(
                         campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
                     )
-            then = (
-                "`/attune resume` continues it."
-                if reason in RESUMABLE
-                else "`/attune tune` starts a new campaign on the current head."
-            )
-            forge.repo.get_issue(number).create_comment(
-                f"attune campaign `{campaign}` stopped: {exc}\n\n{then}"
-            )
+            reply = replies.campaign_stopped(campaign, str(exc), resumable=reason in RESUMABLE)
+            forge.repo.get_issue(number).create_comment(reply)
         except Exception:
             log.exception("campaign %s crashed", campaign)
