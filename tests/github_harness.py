@@ -21,7 +21,8 @@ import uvicorn
 import yaml
 from github import Auth, Github
 
-from bot.github.app import create_app, installation_client
+from bot.forges.github import installation_client
+from bot.github.app import create_app
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 from tests.conftest import SMALL_CONFIG

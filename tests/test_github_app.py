@@ -165,3 +165,18 @@ def test_no_violations_of_the_rest_description(tmp_path: Path) -> None:
         assert "No attune campaign on this pull request yet" in replies(fake, number)[0]
         assert fake.violations == []
         assert fake.response_problems == []
+
+
+def test_each_verb_is_answered_by_its_own_handler_behind_one_screening(tmp_path: Path) -> None:
+    """The rule production uses (``Command.needs_write``): stop and resume are screened like
+    tune; status and help are open to everyone."""
+    with github_mode(tmp_path) as (fake, app, number):
+        for body in ("/attune stop", "/attune resume", "/attune status", "/attune help"):
+            comment(fake, app, number, "reader", body)
+        wait_for(lambda: len(replies(fake, number)) == 4, timeout=20, what="four replies")
+        verbs = ("stop", "resume", "status", "help")
+        by_verb = dict(zip(verbs, replies(fake, number), strict=True))
+        for verb in ("stop", "resume"):
+            assert by_verb[verb].startswith(f"Sorry @reader, `/attune {verb}` needs write")
+        assert by_verb["status"].startswith("No attune campaign on this pull request yet")
+        assert "/attune tune [budget=<gpu-hours>]" in by_verb["help"]

@@ -10,7 +10,8 @@ from gate.errors import AttuneError
 def serve(*, host: str, port: int) -> int:
     import uvicorn
 
-    from bot.github.app import create_app, installation_client
+    from bot.forges.github import installation_client
+    from bot.github.app import create_app
     from bot.github.service import GitHubCampaigns
     from bot.github.settings import Settings
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from github import GithubException
+from github import Auth, Github, GithubException
 from github.PullRequest import PullRequest as GhPull
 from github.Repository import Repository
 
+from bot.github.settings import Settings
 from bot.interfaces import (
     CheckResult,
     Comment,
@@ -227,3 +228,45 @@ class GitHubForge:
             name, body = split_marker(c.body or "")
             out.append(Comment(id=c.id, pr=number, body=body, marker=name))
         return out
+
+
+GithubFactory = Callable[[int], Github]
+"""Installation id -> a client authenticated as that installation."""
+
+
+def installation_client(settings: Settings, **github_kwargs: Any) -> GithubFactory:
+    """App auth: a JWT signed with the App's key is exchanged for installation tokens (PyGithub
+    refreshes them). ``github_kwargs`` go to ``Github`` (tests turn retries and throttling off)."""
+    app_auth = Auth.AppAuth(settings.app_id, settings.private_key())
+
+    def client(installation_id: int) -> Github:
+        auth = app_auth.get_installation_auth(installation_id)
+        return Github(base_url=settings.github_api_url, auth=auth, **github_kwargs)
+
+    return client
+
+
+class PullContext:
+    """The pull request a command was given on, and an authenticated client for its repo."""
+
+    def __init__(
+        self,
+        github: Github,
+        repo: str,
+        number: int,
+        user: str,
+        installation_id: int,
+        comment_id: int | None = None,
+    ) -> None:
+        self.installation_id = installation_id
+        self.repo_name = repo
+        self.number = number
+        self.user = user
+        self.comment_id = comment_id
+        """The comment that carried the command: a command is carried out once per comment."""
+        self.head_sha: str | None = None
+        """The head the command was screened at (fork, permission); a campaign is bound to it."""
+        self.repo = github.withLazy(True).get_repo(repo)
+
+    def reply(self, body: str) -> None:
+        self.repo.get_issue(self.number).create_comment(body)

@@ -10,86 +10,26 @@ after its 202 must not lose the command. Workers drain the inbox. ``GET /healthz
 from __future__ import annotations
 
 import contextlib
-import functools
 import hmac
 import json
 import logging
-import threading
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from github import Auth, Github, GithubException
 
-from bot.github.commands import USAGE, Command, CommandError, parse
-from bot.github.inbox import Delivery, GroupCommit, Inbox, QueuedCommand
-from bot.github.permissions import may_write, permission_of
+from bot.forges.github import GithubFactory
+from bot.github.commands import CommandError, parse
+from bot.github.handlers import CampaignService, CommandHandler, CommandWorkers
+from bot.github.inbox import Delivery, GroupCommit, Inbox
 from bot.github.settings import Settings
 from bot.github.signature import verify
-from bot.render import replies
 
 log = logging.getLogger("attune.github")
 
 MAX_BODY_BYTES = 25 * 1024 * 1024
 """GitHub caps webhook payloads at 25 MB; anything larger is not GitHub's and is never read."""
-
-
-class PullContext:
-    """The pull request a command was given on, and an authenticated client for its repo."""
-
-    def __init__(
-        self,
-        github: Github,
-        repo: str,
-        number: int,
-        user: str,
-        installation_id: int,
-        comment_id: int | None = None,
-    ) -> None:
-        self.installation_id = installation_id
-        self.repo_name = repo
-        self.number = number
-        self.user = user
-        self.comment_id = comment_id
-        """The comment that carried the command: a command is carried out once per comment."""
-        self.head_sha: str | None = None
-        """The head the command was screened at (fork, permission); a campaign is bound to it."""
-        self.repo = github.withLazy(True).get_repo(repo)
-
-    def reply(self, body: str) -> None:
-        self.repo.get_issue(self.number).create_comment(body)
-
-
-class CampaignService(Protocol):
-    """What the app asks of campaigns; every method returns the reply to post."""
-
-    def tune(self, ctx: PullContext, command: Command) -> str: ...
-    def status(self, ctx: PullContext) -> str: ...
-    def stop(self, ctx: PullContext) -> str: ...
-    def resume(self, ctx: PullContext) -> str: ...
-    def overview(self) -> list[dict[str, Any]]: ...
-    def recover(self) -> list[str]:
-        """Start again the campaigns that were running when the app stopped."""
-
-    def wake(self, repo: str) -> None:
-        """A workflow run or check run of ``repo`` completed: waiting campaigns look again."""
-
-
-GithubFactory = Callable[[int], Github]
-"""Installation id -> a client authenticated as that installation."""
-
-
-def installation_client(settings: Settings, **github_kwargs: Any) -> GithubFactory:
-    """App auth: a JWT signed with the App's key is exchanged for installation tokens (PyGithub
-    refreshes them). ``github_kwargs`` go to ``Github`` (tests turn retries and throttling off)."""
-    app_auth = Auth.AppAuth(settings.app_id, settings.private_key())
-
-    def client(installation_id: int) -> Github:
-        auth = app_auth.get_installation_auth(installation_id)
-        return Github(base_url=settings.github_api_url, auth=auth, **github_kwargs)
-
-    return client
 
 
 def _from_a_bot(payload: dict[str, Any]) -> bool:
@@ -109,87 +49,6 @@ async def _read_capped(request: Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
-
-
-class CommandWorkers:
-    """Threads that drain the inbox: each command is handled, then marked done."""
-
-    def __init__(self, inbox: Inbox, handle: Callable[[QueuedCommand], None], count: int) -> None:
-        self.inbox, self.handle, self.count = inbox, handle, count
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        for n in range(self.count):
-            thread = threading.Thread(target=self._loop, name=f"attune-commands-{n}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.inbox.ready.set()
-        for thread in self._threads:
-            thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            item = self.inbox.take()
-            if item is None:
-                self.inbox.ready.wait(1.0)
-                continue
-            _guarded(functools.partial(self.handle, item), item.delivery)
-            self.inbox.done(item.seq)
-
-
-class CommandHandler:
-    """What a queued comment command does: eyes, then the one reply."""
-
-    def __init__(self, campaigns: CampaignService, github_for: GithubFactory) -> None:
-        self.campaigns, self.github_for = campaigns, github_for
-
-    def __call__(self, item: QueuedCommand) -> None:
-        payload = item.payload
-        try:
-            command, problem = parse(str(payload["comment"]["body"] or "")), None
-        except CommandError as exc:
-            command, problem = None, str(exc)
-        if command is None and problem is None:
-            return
-        ctx = PullContext(
-            self.github_for(int(payload["installation"]["id"])),
-            str(payload["repository"]["full_name"]),
-            int(payload["issue"]["number"]),
-            str(payload["comment"]["user"]["login"]),
-            int(payload["installation"]["id"]),
-            comment_id=item.comment_id,
-        )
-        if item.comment_id is not None:
-            issue = ctx.repo.get_issue(ctx.number)
-            issue.get_comment(item.comment_id).create_reaction("eyes")
-        if problem is not None:
-            ctx.reply(replies.malformed(ctx.user, problem))
-            return
-        assert command is not None
-        ctx.reply(self.answer(ctx, command))
-
-    def answer(self, ctx: PullContext, command: Command) -> str:
-        if command.verb == "help":
-            return USAGE
-        if command.verb == "status":
-            return self.campaigns.status(ctx)
-        permission = permission_of(ctx.repo, ctx.user)
-        if not may_write(permission):
-            return replies.needs_write(ctx.user, command.verb, permission)
-        pull = ctx.repo.get_pull(ctx.number)
-        head_repo = pull.head.repo
-        if head_repo is None or head_repo.full_name != pull.base.repo.full_name:
-            return replies.fork_refused(ctx.user)
-        ctx.head_sha = pull.head.sha
-        if command.verb == "tune":
-            return self.campaigns.tune(ctx, command)
-        if command.verb == "stop":
-            return self.campaigns.stop(ctx)
-        return self.campaigns.resume(ctx)
 
 
 def create_app(
@@ -282,13 +141,3 @@ def _command(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
     except CommandError:
         pass
     return payload
-
-
-def _guarded(work: Callable[[], None], delivery: str) -> None:
-    """Run ``work``; a failure is logged with the delivery, never lost silently."""
-    try:
-        work()
-    except GithubException as exc:
-        log.error("delivery %s: GitHub answered %s: %s", delivery, exc.status, exc.data)
-    except Exception:
-        log.exception("delivery %s failed", delivery)

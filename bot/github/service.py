@@ -17,8 +17,7 @@ from github.Repository import Repository
 
 from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, build_campaign, open_campaign
 from bot.campaign_state import CampaignParams, CampaignState, fold
-from bot.forges.github import GitHubForge
-from bot.github.app import GithubFactory, PullContext
+from bot.forges.github import GithubFactory, GitHubForge, PullContext
 from bot.github.commands import Command
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost, require_write

@@ -1,0 +1,135 @@
+"""Carrying out queued commands: one handler per verb, behind one screening of who may start
+or stop work. Workers drain the inbox; each command gets an ``eyes`` reaction and one reply."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from github import GithubException
+
+from bot.forges.github import GithubFactory, PullContext
+from bot.github.commands import USAGE, Command, CommandError, Verb, parse
+from bot.github.inbox import Inbox, QueuedCommand
+from bot.github.permissions import may_write, permission_of
+from bot.render import replies
+
+log = logging.getLogger("attune.github")
+
+
+class CampaignService(Protocol):
+    """What the app asks of campaigns; every method returns the reply to post."""
+
+    def tune(self, ctx: PullContext, command: Command) -> str: ...
+    def status(self, ctx: PullContext) -> str: ...
+    def stop(self, ctx: PullContext) -> str: ...
+    def resume(self, ctx: PullContext) -> str: ...
+    def overview(self) -> list[dict[str, Any]]: ...
+    def recover(self) -> list[str]:
+        """Start again the campaigns that were running when the app stopped."""
+
+    def wake(self, repo: str) -> None:
+        """A workflow run or check run of ``repo`` completed: waiting campaigns look again."""
+
+
+class CommandWorkers:
+    """Threads that drain the inbox: each command is handled, then marked done."""
+
+    def __init__(self, inbox: Inbox, handle: Callable[[QueuedCommand], None], count: int) -> None:
+        self.inbox, self.handle, self.count = inbox, handle, count
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for n in range(self.count):
+            thread = threading.Thread(target=self._loop, name=f"attune-commands-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.inbox.ready.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            item = self.inbox.take()
+            if item is None:
+                self.inbox.ready.wait(1.0)
+                continue
+            _guarded(functools.partial(self.handle, item), item.delivery)
+            self.inbox.done(item.seq)
+
+
+class CommandHandler:
+    """What a queued comment command does: eyes, then the one reply."""
+
+    def __init__(self, campaigns: CampaignService, github_for: GithubFactory) -> None:
+        self.campaigns, self.github_for = campaigns, github_for
+        self.verbs: dict[Verb, Callable[[PullContext, Command], str]] = {
+            "help": lambda _ctx, _command: USAGE,
+            "status": lambda ctx, _command: campaigns.status(ctx),
+            "tune": campaigns.tune,
+            "stop": lambda ctx, _command: campaigns.stop(ctx),
+            "resume": lambda ctx, _command: campaigns.resume(ctx),
+        }
+        """One handler per verb."""
+
+    def __call__(self, item: QueuedCommand) -> None:
+        payload = item.payload
+        try:
+            command, problem = parse(str(payload["comment"]["body"] or "")), None
+        except CommandError as exc:
+            command, problem = None, str(exc)
+        if command is None and problem is None:
+            return
+        ctx = PullContext(
+            self.github_for(int(payload["installation"]["id"])),
+            str(payload["repository"]["full_name"]),
+            int(payload["issue"]["number"]),
+            str(payload["comment"]["user"]["login"]),
+            int(payload["installation"]["id"]),
+            comment_id=item.comment_id,
+        )
+        if item.comment_id is not None:
+            issue = ctx.repo.get_issue(ctx.number)
+            issue.get_comment(item.comment_id).create_reaction("eyes")
+        if problem is not None:
+            ctx.reply(replies.malformed(ctx.user, problem))
+            return
+        assert command is not None
+        ctx.reply(self.answer(ctx, command))
+
+    def answer(self, ctx: PullContext, command: Command) -> str:
+        """Verbs that start or stop work are screened first (permission, fork, the head they
+        bind to); then the verb's own handler answers."""
+        if command.needs_write:
+            refusal = self._screen(ctx, command)
+            if refusal is not None:
+                return refusal
+        return self.verbs[command.verb](ctx, command)
+
+    def _screen(self, ctx: PullContext, command: Command) -> str | None:
+        permission = permission_of(ctx.repo, ctx.user)
+        if not may_write(permission):
+            return replies.needs_write(ctx.user, command.verb, permission)
+        pull = ctx.repo.get_pull(ctx.number)
+        head_repo = pull.head.repo
+        if head_repo is None or head_repo.full_name != pull.base.repo.full_name:
+            return replies.fork_refused(ctx.user)
+        ctx.head_sha = pull.head.sha
+        return None
+
+
+def _guarded(work: Callable[[], None], delivery: str) -> None:
+    """Run ``work``; a failure is logged with the delivery, never lost silently."""
+    try:
+        work()
+    except GithubException as exc:
+        log.error("delivery %s: GitHub answered %s: %s", delivery, exc.status, exc.data)
+    except Exception:
+        log.exception("delivery %s failed", delivery)
