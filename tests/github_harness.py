@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -293,9 +293,16 @@ class ActionsPlayer:
 
 
 @contextmanager
-def serve_process(fake: FakeGitHub, tmp: Path, **env_over: str) -> Iterator[tuple[str, int]]:
-    """``attune serve`` as a real process on loopback, configured through ``ATTUNE_*``
-    variables; yields its URL and pid, and kills it with SIGKILL on exit (no clean shutdown)."""
+def serve_process(
+    fake: FakeGitHub,
+    tmp: Path,
+    *,
+    argv: Callable[[int], list[str]] | None = None,
+    **env_over: str,
+) -> Iterator[tuple[str, int]]:
+    """``attune serve`` (or ``argv(port)``) as a real process on loopback, configured through
+    ``ATTUNE_*`` variables; yields its URL and pid, and kills it with SIGKILL on exit (no clean
+    shutdown)."""
     key = tmp / "app.pem"
     key.write_text(fake.private_key_pem)
     port = free_port()
@@ -312,8 +319,11 @@ def serve_process(fake: FakeGitHub, tmp: Path, **env_over: str) -> Iterator[tupl
         "ATTUNE_FORECAST_SECONDS": "3",
         **env_over,
     }
+    command = (
+        argv(port) if argv else [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)]
+    )
     serve = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+        command,
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
