@@ -30,14 +30,16 @@ _RUNNERS = Path(__file__).resolve().parent
 
 @cache
 def _code_digest(worker: str) -> str:
-    """attune's resolver code: the worker module and the shared worker support."""
-    files = [_RUNNERS.parent / Path(*worker.split(".")).with_suffix(".py")]
-    files += sorted(_RUNNERS.glob("worker_support.py"))
-    files += sorted(_RUNNERS.glob("resolve_process.py"))
+    """attune's resolver code: every module of the worker's package (the worker imports its
+    recipe model and derivations from there) and the shared worker plumbing, so an upgraded
+    attune never reads an answer its older resolver gave."""
+    package = _RUNNERS.parent / Path(*worker.split(".")[:-1])
+    files = sorted(package.glob("*.py"))
+    files += [_RUNNERS / "worker_support.py", _RUNNERS / "resolve_process.py"]
     digest = hashlib.sha256()
     for path in files:
-        if path.is_file():
-            digest.update(path.read_bytes())
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

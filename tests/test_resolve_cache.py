@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,26 @@ def test_another_recipe_or_environment_is_resolved_again(
     assert "NCCL_DEBUG" in env_changed.read_text()
     MegatronAdapter().resolve(load_recipe(env_changed))
     assert counted == [1, 1]
+
+
+def test_the_key_follows_the_whole_resolver_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A module the worker imports (not only the worker itself) is part of the code digest."""
+    from runners import resolve_cache
+
+    real = Path(resolve_cache.__file__).parent
+    copy = tmp_path / "runners"
+    shutil.copytree(real / "megatron", copy / "megatron", ignore=shutil.ignore_patterns("__py*"))
+    for name in ("worker_support.py", "resolve_process.py"):
+        shutil.copy(real / name, copy / name)
+    monkeypatch.setattr(resolve_cache, "_RUNNERS", copy)
+    resolve_cache._code_digest.cache_clear()
+    try:
+        before = resolve_cache._code_digest("runners.megatron.resolve_worker")
+        with (copy / "megatron" / "recipe.py").open("a") as f:
+            f.write("\n# changed\n")
+        resolve_cache._code_digest.cache_clear()
+        assert resolve_cache._code_digest("runners.megatron.resolve_worker") != before
+    finally:
+        resolve_cache._code_digest.cache_clear()
