@@ -20,8 +20,8 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.forges.github import installation_client
 from bot.github.app import create_app
+from bot.github.client import installation_clients
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 
@@ -60,8 +60,8 @@ def main() -> int:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     settings = Settings()  # type: ignore[call-arg]  (the fields come from ATTUNE_* variables)
-    github_for = installation_client(settings)
-    app = create_app(settings, GitHubCampaigns(settings, github_for), github_for)
+    clients = installation_clients(settings)
+    app = create_app(settings, GitHubCampaigns(settings, clients), clients)
     uvicorn.run(Timed(app), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
     return 0
 

@@ -26,6 +26,10 @@ class TrialRecord(BaseModel):
     pr: int | None = None
     head_sha: str | None = None
     """The candidate commit the pull request was opened with: what is benchmarked and merged."""
+    branch: str | None = None
+    """The candidate's branch."""
+    base_sha: str | None = None
+    """The tuned head the candidate was cut from (the campaign's pinned head then)."""
     gate_verdict: str | None = None
     refused: dict[str, Any] | None = None
     started: bool = False
@@ -161,6 +165,8 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
     elif kind == "pr_opened":
         record.pr = p["pr"]
         record.head_sha = p["head_sha"]
+        record.branch = p["branch"]
+        record.base_sha = state.pinned_sha
     elif kind == "gate_checked":
         record.gate_verdict = p["verdict"]
     elif kind == "launch_refused":

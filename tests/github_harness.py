@@ -21,8 +21,8 @@ import uvicorn
 import yaml
 from github import Auth, Github
 
-from bot.forges.github import installation_client
 from bot.github.app import create_app
+from bot.github.client import installation_clients
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 from tests.conftest import SMALL_CONFIG
@@ -104,9 +104,9 @@ class App:
             forecast_seconds=3.0,
             **overrides,
         )
-        github_for = installation_client(self.settings, **NO_WAIT)
-        self.campaigns = GitHubCampaigns(self.settings, github_for)
-        app = create_app(self.settings, self.campaigns, github_for)
+        clients = installation_clients(self.settings, **NO_WAIT)
+        self.campaigns = GitHubCampaigns(self.settings, clients)
+        app = create_app(self.settings, self.campaigns, clients)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = uvicorn.Server(

@@ -12,6 +12,7 @@ from github import Auth, Github
 
 from bot.forges.github import GitHubForge
 from bot.forges.local import LocalForge
+from bot.github.client import RepoClient
 from bot.interfaces import CheckResult, Forge, ForgeError, HeadMoved, PullRequest
 from tests.fakegithub import FakeGitHub
 from tests.github_harness import FULL, NO_WAIT, RECIPE_PATH, recipe_text, seed_repo
@@ -50,7 +51,7 @@ def _github(_tmp_path: Path) -> Iterator[World]:
     with FakeGitHub() as fake:
         number = seed_repo(fake)
         github = Github(base_url=fake.url, auth=Auth.Token(fake.issue_token()[0]), **NO_WAIT)
-        forge = GitHubForge(github.get_repo(FULL), number)
+        forge = GitHubForge(RepoClient(github, FULL), number)
         tuned = forge.open_tuned(RECIPE_PATH, "", "Tune it", "body")
 
         def push(branch: str) -> str:

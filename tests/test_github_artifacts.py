@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.github.executor import MAX_RESULT_BYTES, read_result, run_title
+from bot.github.executor import run_title
+from bot.github.results import MAX_RESULT_BYTES, read_result
 from gate.errors import AttuneError
 from gate.models import TrialResult
 

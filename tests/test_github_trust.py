@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from github import Auth, Github
-from github.Repository import Repository
 
 from bot.forges.github import GitHubForge
+from bot.github.client import RepoClient
 from bot.github.executor import DISPATCH_FILE, ActionsExecutor, run_title
 from bot.github.permissions import PermissionLost, require_write
 from bot.interfaces import HeadMoved
@@ -35,7 +35,8 @@ CAMPAIGN = "octo-org-models-pr1-1"
 @dataclass
 class World:
     fake: FakeGitHub
-    repo: Repository
+    repo: RepoClient
+    github: Github
     executor: ActionsExecutor
     ledger: Ledger
     tuned: int
@@ -46,7 +47,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     with FakeGitHub() as fake:
         tuned = seed_repo(fake)
         github = Github(base_url=fake.url, auth=Auth.Token(fake.issue_token()[0]), **NO_WAIT)
-        repo = github.get_repo(FULL)
+        repo = RepoClient(github, FULL)
         with Ledger(tmp_path / "ledger.db") as ledger:
             executor = ActionsExecutor(
                 repo=repo,
@@ -62,7 +63,7 @@ def world(tmp_path: Path) -> Iterator[World]:
                 steps=4,
                 warmup=1,
             )
-            yield World(fake, repo, executor, ledger, tuned)
+            yield World(fake, repo, github, executor, ledger, tuned)
 
 
 def open_candidate(w: World) -> tuple[int, str, str]:
@@ -101,7 +102,7 @@ def test_only_the_gate_workflows_own_check_run_counts(world: World) -> None:
     _n, head, _pinned = open_candidate(world)
     fake = world.fake
     # a check run of the same name posted through the REST API (the App, any token)
-    world.repo.create_check_run(
+    world.github.get_repo(FULL).create_check_run(
         "attune/gate",
         head,
         status="completed",
@@ -236,7 +237,7 @@ def test_an_artifact_that_does_not_match_the_dispatch_is_a_failed_trial(
     launch = dispatch(world, "c1", head)
     run = world.fake.create_run("attune-bench.yml", "main", "workflow_dispatch", {})
     world.fake.complete_run(run.id, "success", {"attune-result-c1": zipped(honest(head, **over))})
-    gh_run = world.repo.get_workflow_run(run.id)
+    gh_run = world.repo.workflow_run(run.id)
     result = world.executor._result("c1", gh_run, launch, 0.0, 10.0)
     assert result.status == "failed" and problem in str(result.error)
     assert result.device_seconds > 0  # charged all the same
@@ -248,7 +249,7 @@ def test_the_score_is_recomputed_from_the_step_records(world: World) -> None:
     run = world.fake.create_run("attune-bench.yml", "main", "workflow_dispatch", {})
     inflated = honest(head, score=10**9, step1_loss=4.0, has_nonfinite=False)
     world.fake.complete_run(run.id, "success", {"attune-result-c1": zipped(inflated)})
-    result = world.executor._result("c1", world.repo.get_workflow_run(run.id), launch, 0.0, 10.0)
+    result = world.executor._result("c1", world.repo.workflow_run(run.id), launch, 0.0, 10.0)
     assert result.status == "ok"
     assert result.score == pytest.approx(3 * 1000 / 1.5)  # steps 2-4, 0.5 s each
     assert result.step1_loss == pytest.approx(4.9)
@@ -268,7 +269,7 @@ def test_any_failure_reading_an_artifact_is_a_recorded_failed_trial(world: World
     launch = dispatch(world, "c1", head)
     run = world.fake.create_run("attune-bench.yml", "main", "workflow_dispatch", {})
     world.fake.complete_run(run.id, "success", {"attune-result-c1": corrupt_deflate(honest(head))})
-    result = world.executor._result("c1", world.repo.get_workflow_run(run.id), launch, 0.0, 10.0)
+    result = world.executor._result("c1", world.repo.workflow_run(run.id), launch, 0.0, 10.0)
     assert result.status == "failed" and f"run {run.id}:" in str(result.error)
 
 

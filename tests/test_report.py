@@ -351,7 +351,7 @@ def test_every_surface_prints_the_same_speedup(tmp_path: Path) -> None:
         ledger_path=tmp_path / "ledger.db",
         state_dir=tmp_path / "state",
     )
-    service = GitHubCampaigns(settings, github_for=lambda _installation: None)  # type: ignore[arg-type,return-value]
+    service = GitHubCampaigns(settings, clients=lambda _installation, _repo: None)  # type: ignore[arg-type,return-value]
     assert shown in service.status_text("tune-1", running=False)
     with console.capture() as captured:
         summarize(state, tmp_path / "report.md")

@@ -10,8 +10,8 @@ from gate.errors import AttuneError
 def serve(*, host: str, port: int) -> int:
     import uvicorn
 
-    from bot.forges.github import installation_client
     from bot.github.app import create_app
+    from bot.github.client import installation_clients
     from bot.github.service import GitHubCampaigns
     from bot.github.settings import Settings
 
@@ -24,8 +24,8 @@ def serve(*, host: str, port: int) -> int:
         raise AttuneError(f"settings: {problems}") from None
     if not settings.private_key_path.is_file():
         raise AttuneError("no such file", path=str(settings.private_key_path))
-    github_for = installation_client(settings)
-    app = create_app(settings, GitHubCampaigns(settings, github_for), github_for)
+    clients = installation_clients(settings)
+    app = create_app(settings, GitHubCampaigns(settings, clients), clients)
     # no access log: a line per request costs the ack path more than the request itself; the
     # inbox (state_dir/inbox.db) records every delivery
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from bot.forges.github import GithubFactory
+from bot.github.client import RepoClients
 from bot.github.commands import CommandError, parse
 from bot.github.handlers import CampaignService, CommandHandler, CommandWorkers
 from bot.github.inbox import Delivery, GroupCommit, Inbox
@@ -51,12 +51,10 @@ async def _read_capped(request: Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
-def create_app(
-    settings: Settings, campaigns: CampaignService, github_for: GithubFactory
-) -> FastAPI:
+def create_app(settings: Settings, campaigns: CampaignService, clients: RepoClients) -> FastAPI:
     inbox = Inbox(settings.state_dir / "inbox.db", retention_s=settings.delivery_retention_s)
     group = GroupCommit(inbox)
-    workers = CommandWorkers(inbox, CommandHandler(campaigns, github_for), settings.workers)
+    workers = CommandWorkers(inbox, CommandHandler(campaigns, clients), settings.workers)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

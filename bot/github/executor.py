@@ -9,25 +9,21 @@ allocation/release times, kept within the run's own start and end.
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 import time
-import zipfile
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from github.Repository import Repository
-from github.WorkflowRun import WorkflowRun
-from pydantic import ValidationError
-
+from bot.campaign_state import CampaignState, fold
 from bot.executor import LocalExecutor
+from bot.github.client import CheckRun, RepoClient, WorkflowRun
+from bot.github.results import MAX_RESULT_BYTES, check_result, read_result
 from bot.interfaces import HeadMoved, Role
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult
-from gate.throughput import tokens_per_second_per_device
 from runners.bench import Launch
 from runners.local import RunHandle
 
@@ -41,9 +37,6 @@ anyone else (another App, a token with checks: write) is not the gate."""
 DISPATCH_FILE = "dispatch.json"
 """Beside a trial's run: the ref, commit and actor of the dispatch, written before it is made,
 so that only a run with exactly those is adopted (also after a restart)."""
-RESULT_FILE = "result.json"
-MAX_RESULT_BYTES = 8 * 1024 * 1024
-"""A result artifact larger than this (zipped or not) is refused, not read."""
 CLOCK_SLACK_S = 120.0
 """How far a result's allocation/release may lie outside its run's start/end (runner clocks)."""
 
@@ -57,31 +50,13 @@ def _ts(value: datetime | None, default: float) -> float:
     return value.timestamp() if value is not None else default
 
 
-def read_result(archive: bytes) -> TrialResult:
-    """The TrialResult inside a result artifact's zip; AttuneError for anything else."""
-    if len(archive) > MAX_RESULT_BYTES:
-        raise AttuneError(f"result artifact is {len(archive)} bytes (limit {MAX_RESULT_BYTES})")
-    try:
-        with zipfile.ZipFile(io.BytesIO(archive)) as zf:
-            info = zf.getinfo(RESULT_FILE)
-            if info.file_size > MAX_RESULT_BYTES:
-                raise AttuneError(f"{RESULT_FILE} unpacks to {info.file_size} bytes")
-            text = zf.read(info)
-    except (zipfile.BadZipFile, KeyError) as exc:
-        raise AttuneError(f"result artifact is not a zip holding {RESULT_FILE}: {exc}") from None
-    try:
-        return TrialResult.model_validate_json(text)
-    except ValidationError as exc:
-        raise AttuneError(f"{RESULT_FILE} is not a TrialResult: {exc.errors()[0]['msg']}") from None
-
-
 class ActionsExecutor(LocalExecutor):
     """Gate locally, bench through the self-hosted runner workflow."""
 
     def __init__(
         self,
         *,
-        repo: Repository,
+        repo: RepoClient,
         wake: threading.Event,
         poll_s: float,
         bot_login: str,
@@ -101,21 +76,20 @@ class ActionsExecutor(LocalExecutor):
         self.poll_s = poll_s
         self.run_timeout_s = run_timeout_s
 
+    def _state(self) -> CampaignState:
+        return fold(self.campaign, self.ledger.events(self.campaign))
+
     def _pins(self, trial: str) -> tuple[tuple[str, str], tuple[str, str] | None]:
         """(tuned branch, its pinned head) when ``trial`` was opened (moved only by the
         campaign's own merges) and, for a candidate, (its branch, its commit)."""
-        pinned: tuple[str, str] | None = None
-        for event in self.ledger.events(self.campaign):
-            p = event.payload
-            if event.kind == "forge_ready":
-                pinned = (str(p["tuned_branch"]), str(p["base_sha"]))
-            elif event.kind == "pr_merged" and pinned is not None:
-                pinned = (pinned[0], str(p["sha"]))
-            elif event.kind == "pr_opened" and p["trial"] == trial and pinned is not None:
-                return pinned, (str(p["branch"]), str(p["head_sha"]))
-        if pinned is None:
+        state = self._state()
+        record = state.trials.get(trial)
+        if state.tuned_branch is None or state.pinned_sha is None:
             raise AttuneError(f"{trial}: no commit to benchmark (forge not ready)")
-        return pinned, None
+        if record is None or record.pr is None:
+            return (state.tuned_branch, state.pinned_sha), None
+        assert record.base_sha and record.branch and record.head_sha
+        return (state.tuned_branch, record.base_sha), (record.branch, record.head_sha)
 
     def _commit_of(self, trial: str) -> tuple[str, str]:
         """The branch and commit a trial benchmarks: its candidate's, else the tuned head."""
@@ -128,7 +102,7 @@ class ActionsExecutor(LocalExecutor):
         its pull request changes the recipe and nothing else."""
         pr = self._candidate_pr(trial)
         if pr is not None:
-            changed = sorted(f.filename for f in self.repo.get_pull(pr).get_files())
+            changed = sorted(f.filename for f in self.repo.pull_files(pr))
             if changed != [self._recipe_path()]:
                 raise AttuneError(
                     f"candidate #{pr} changes {', '.join(changed)}: a candidate may change "
@@ -136,7 +110,7 @@ class ActionsExecutor(LocalExecutor):
                 )
         tuned, candidate = self._pins(trial)
         for branch, sha in (tuned, candidate) if candidate else (tuned,):
-            found = self.repo.get_git_ref(f"heads/{branch}").object.sha
+            found = self.repo.branch_sha(branch)
             if found != sha:
                 raise HeadMoved(
                     f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the "
@@ -144,7 +118,7 @@ class ActionsExecutor(LocalExecutor):
                 )
         if candidate is None:
             return tuned[1]
-        parents = [p.sha for p in self.repo.get_commit(candidate[1]).parents]
+        parents = self.repo.parents(candidate[1])
         if parents != [tuned[1]]:
             raise HeadMoved(
                 f"candidate {candidate[0]} ({candidate[1][:7]}) is not one commit on the pinned "
@@ -181,10 +155,9 @@ class ActionsExecutor(LocalExecutor):
         """Conclusion and summary of the completed ``attune/gate`` check run on ``sha``."""
         deadline = time.time() + self.gate_timeout_s
         while True:
-            for run in self.repo.get_commit(sha).get_check_runs(check_name=GATE_CHECK):
-                if run.status == "completed" and self._from_gate_workflow(run.app.slug, sha, run):
-                    summary = (run.output.summary if run.output else None) or ""
-                    return str(run.conclusion), summary
+            for run in self.repo.check_runs(sha, GATE_CHECK):
+                if run.status == "completed" and self._from_gate_workflow(run, sha):
+                    return str(run.conclusion), run.summary
             if time.time() > deadline:
                 return (
                     "missing",
@@ -193,24 +166,22 @@ class ActionsExecutor(LocalExecutor):
             self.wake.wait(self.poll_s)
             self.wake.clear()
 
-    def _from_gate_workflow(self, app: str | None, sha: str, check: Any) -> bool:
+    def _from_gate_workflow(self, check: CheckRun, sha: str) -> bool:
         """Whether a check run was posted by GitHub Actions, inside a run of the gate workflow
         on ``sha`` (its check suite is that run's)."""
-        if app != ACTIONS_APP:
+        if check.app_slug != ACTIONS_APP:
             return False
-        suite = check.check_suite.id
-        runs = self.repo.get_workflow(GATE_WORKFLOW).get_runs(head_sha=sha)
-        return any(run.check_suite_id == suite for run in runs)
+        runs = self.repo.workflow_runs(GATE_WORKFLOW, head_sha=sha)
+        return any(run.check_suite_id == check.check_suite_id for run in runs)
 
     def _candidate_pr(self, trial: str) -> int | None:
-        for event in self.ledger.events(self.campaign):
-            if event.kind == "pr_opened" and event.payload["trial"] == trial:
-                return int(event.payload["pr"])
-        return None
+        record = self._state().trials.get(trial)
+        return record.pr if record is not None else None
 
     def _recipe_path(self) -> str:
-        opened = self.ledger.events(self.campaign)[0].payload
-        return str(opened["recipe_path"])
+        params = self._state().params
+        assert params is not None, "a campaign is opened before it launches"
+        return params.recipe_path
 
     def launch(
         self,
@@ -241,13 +212,12 @@ class ActionsExecutor(LocalExecutor):
             ref = self.repo.default_branch
             dispatch = {
                 "ref": ref,
-                "ref_sha": self.repo.get_git_ref(f"heads/{ref}").object.sha,
+                "ref_sha": self.repo.branch_sha(ref),
                 "actor": self.bot_login,
                 "sha": sha,
             }
             (trial_dir / DISPATCH_FILE).write_text(json.dumps(dispatch))
-            workflow = self.repo.get_workflow(BENCH_WORKFLOW)
-            if not workflow.create_dispatch(ref, inputs):
+            if not self.repo.dispatch(BENCH_WORKFLOW, ref, inputs):
                 raise AttuneError(f"{trial}: GitHub refused to dispatch {BENCH_WORKFLOW}")
         launch = Launch(
             recipe=recipe.name,
@@ -276,8 +246,7 @@ class ActionsExecutor(LocalExecutor):
         if dispatched is None:
             return None  # nothing was dispatched for this trial
         title = run_title(self.campaign, trial)
-        runs = self.repo.get_workflow(BENCH_WORKFLOW).get_runs(event="workflow_dispatch")
-        for run in runs:
+        for run in self.repo.workflow_runs(BENCH_WORKFLOW, event="workflow_dispatch"):
             if _ts(run.created_at, 0.0) < since - CLOCK_SLACK_S:
                 break  # newest first: older runs are not this launch's
             if (
@@ -286,8 +255,7 @@ class ActionsExecutor(LocalExecutor):
                 and run.event == "workflow_dispatch"
                 and run.head_branch == dispatched["ref"]
                 and run.head_sha == dispatched["ref_sha"]
-                and run.actor is not None
-                and run.actor.login == dispatched["actor"]
+                and run.actor == dispatched["actor"]
             ):
                 return run
         return None
@@ -306,7 +274,7 @@ class ActionsExecutor(LocalExecutor):
     def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
         """Wait for the run, read its result artifact, charge it, return it."""
         run = self._wait(trial, launch)
-        started = _ts(run.run_started_at or run.created_at, launch.handle.allocated_at)
+        started = _ts(run.started_at or run.created_at, launch.handle.allocated_at)
         ended = _ts(run.updated_at, time.time())
         result = self._result(trial, run, launch, started, ended)
         self.record_finished(trial, result, run_id=run.id, reconciled=reconciled)
@@ -316,14 +284,15 @@ class ActionsExecutor(LocalExecutor):
         self, trial: str, run: WorkflowRun, launch: Launch, started: float, ended: float
     ) -> TrialResult:
         name = f"attune-result-{trial}"
-        artifact = next((a for a in run.get_artifacts() if a.name == name), None)
+        url = self.repo.artifact_urls(run.id).get(name)
         problem = None
-        if artifact is None:
+        if url is None:
             problem = f"run {run.id} concluded {run.conclusion} without a {name} artifact"
         else:
             try:
-                result = read_result(self._download(artifact.archive_download_url))
-                problem = self._untrusted(result, trial, launch)
+                result = read_result(self.repo.download(url, limit=MAX_RESULT_BYTES))
+                sha = (self._dispatched(trial) or {}).get("sha")
+                problem = check_result(result, trial, sha, launch)
             except Exception as exc:  # untrusted bytes: whatever breaks, the trial failed
                 text = str(exc) if isinstance(exc, AttuneError) else f"{type(exc).__name__}: {exc}"
                 problem = f"run {run.id}: {text}"
@@ -346,46 +315,3 @@ class ActionsExecutor(LocalExecutor):
             released_at=max(ended, started),
             devices=launch.devices,
         )
-
-    def _untrusted(self, result: TrialResult, trial: str, launch: Launch) -> str | None:
-        """What is wrong with a result artifact, or None. Everything the bot decides on is
-        recomputed here from the step records, never taken from the artifact's own summary."""
-        sha = (self._dispatched(trial) or {}).get("sha")
-        if result.trial != trial or result.sha != sha:
-            return (
-                f"the result is for trial {result.trial} at {str(result.sha)[:7]}, "
-                f"not {trial} at {str(sha)[:7]}"
-            )
-        if result.fingerprint != launch.fingerprint:
-            return f"benchmarked config {result.fingerprint}, not {launch.fingerprint}"
-        if result.warmup != launch.warmup:
-            return f"the result scores after {result.warmup} warm-up steps, not {launch.warmup}"
-        numbers = [s.step for s in result.steps]
-        if numbers != list(range(1, len(numbers) + 1)):
-            return "its step records are not steps 1, 2, 3, ... in order"
-        if result.status == "ok" and len(numbers) != launch.steps:
-            return f"it ran {len(numbers)} steps, not the {launch.steps} dispatched"
-        if len(numbers) > launch.steps:
-            return f"it logged {len(numbers)} steps, more than the {launch.steps} dispatched"
-        nonfinite = [s.step for s in result.steps if not s.finite()]
-        if result.status == "ok" and nonfinite:
-            return f"it claims ok, but step {nonfinite[0]} logged NaN/Inf"
-        result.devices = launch.devices
-        result.step1_loss = result.steps[0].loss if result.steps else None
-        result.has_nonfinite = result.has_nonfinite or bool(nonfinite)
-        result.score = None
-        if result.status == "ok":
-            result.score = tokens_per_second_per_device(
-                result.steps, warmup=launch.warmup, devices=launch.devices
-            )
-        return None
-
-    def _download(self, url: str) -> bytes:
-        """The artifact's zip (GitHub redirects to short-lived storage; PyGithub follows)."""
-        _status, _headers, chunks = self.repo.requester.getStream(url, chunk_size=64 * 1024)
-        data = bytearray()
-        for chunk in chunks:
-            data += chunk
-            if len(data) > MAX_RESULT_BYTES:
-                raise AttuneError(f"result artifact exceeds {MAX_RESULT_BYTES} bytes")
-        return bytes(data)

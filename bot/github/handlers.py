@@ -9,12 +9,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from github import GithubException
-
-from bot.forges.github import GithubFactory, PullContext
+from bot.forges.github import PullContext
+from bot.github.client import GitHubError, RepoClients
 from bot.github.commands import USAGE, Command, CommandError, Verb, parse
 from bot.github.inbox import Inbox, QueuedCommand
-from bot.github.permissions import may_write, permission_of
+from bot.github.permissions import may_write
 from bot.render import replies
 
 log = logging.getLogger("attune.github")
@@ -68,8 +67,8 @@ class CommandWorkers:
 class CommandHandler:
     """What a queued comment command does: eyes, then the one reply."""
 
-    def __init__(self, campaigns: CampaignService, github_for: GithubFactory) -> None:
-        self.campaigns, self.github_for = campaigns, github_for
+    def __init__(self, campaigns: CampaignService, clients: RepoClients) -> None:
+        self.campaigns, self.clients = campaigns, clients
         self.verbs: dict[Verb, Callable[[PullContext, Command], str]] = {
             "help": lambda _ctx, _command: USAGE,
             "status": lambda ctx, _command: campaigns.status(ctx),
@@ -87,17 +86,16 @@ class CommandHandler:
             command, problem = None, str(exc)
         if command is None and problem is None:
             return
+        installation = int(payload["installation"]["id"])
         ctx = PullContext(
-            self.github_for(int(payload["installation"]["id"])),
-            str(payload["repository"]["full_name"]),
+            self.clients(installation, str(payload["repository"]["full_name"])),
             int(payload["issue"]["number"]),
             str(payload["comment"]["user"]["login"]),
-            int(payload["installation"]["id"]),
+            installation,
             comment_id=item.comment_id,
         )
         if item.comment_id is not None:
-            issue = ctx.repo.get_issue(ctx.number)
-            issue.get_comment(item.comment_id).create_reaction("eyes")
+            ctx.client.react(ctx.number, item.comment_id, "eyes")
         if problem is not None:
             ctx.reply(replies.malformed(ctx.user, problem))
             return
@@ -114,14 +112,13 @@ class CommandHandler:
         return self.verbs[command.verb](ctx, command)
 
     def _screen(self, ctx: PullContext, command: Command) -> str | None:
-        permission = permission_of(ctx.repo, ctx.user)
+        permission = ctx.client.permission(ctx.user)
         if not may_write(permission):
             return replies.needs_write(ctx.user, command.verb, permission)
-        pull = ctx.repo.get_pull(ctx.number)
-        head_repo = pull.head.repo
-        if head_repo is None or head_repo.full_name != pull.base.repo.full_name:
+        pull = ctx.client.pull(ctx.number)
+        if pull.head_repo != pull.base_repo:
             return replies.fork_refused(ctx.user)
-        ctx.head_sha = pull.head.sha
+        ctx.head_sha = pull.head_sha
         return None
 
 
@@ -129,7 +126,7 @@ def _guarded(work: Callable[[], None], delivery: str) -> None:
     """Run ``work``; a failure is logged with the delivery, never lost silently."""
     try:
         work()
-    except GithubException as exc:
-        log.error("delivery %s: GitHub answered %s: %s", delivery, exc.status, exc.data)
+    except GitHubError as exc:
+        log.error("delivery %s: %s", delivery, exc)
     except Exception:
         log.exception("delivery %s failed", delivery)

@@ -8,8 +8,7 @@ the campaign instead of letting it spend in the name of someone who may no longe
 
 from __future__ import annotations
 
-from github.Repository import Repository
-
+from bot.github.client import RepoClient
 from gate.errors import AttuneError
 
 WRITE_PERMISSIONS = frozenset({"admin", "write"})
@@ -20,18 +19,13 @@ class PermissionLost(AttuneError):
     """The user a campaign acts for no longer has write permission."""
 
 
-def permission_of(repo: Repository, user: str) -> str:
-    """``admin``, ``write``, ``read`` or ``none`` (GitHub's collaborator permission)."""
-    return str(repo.get_collaborator_permission(user))
-
-
 def may_write(permission: str) -> bool:
     return permission in WRITE_PERMISSIONS
 
 
-def require_write(repo: Repository, user: str, action: str) -> None:
+def require_write(repo: RepoClient, user: str, action: str) -> None:
     """Raise ``PermissionLost`` unless ``user`` may still start work on ``repo``."""
-    permission = permission_of(repo, user)
+    permission = repo.permission(user)
     if not may_write(permission):
         raise PermissionLost(
             f"@{user}, who started this campaign, no longer has write permission on "

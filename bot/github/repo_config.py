@@ -11,10 +11,10 @@ import re
 from functools import lru_cache
 
 import yaml
-from github import GithubException
-from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot.github.client import GitHubError, RepoClient
+from bot.interfaces import ForgeError
 from gate.errors import AttuneError
 
 CONFIG_PATH = ".github/attune.yml"
@@ -72,15 +72,14 @@ def parse_config(text: str, where: str) -> RepoConfig:
         raise AttuneError(f"{key}: {first['msg']}", path=where) from None
 
 
-def read_config(repo: Repository) -> RepoConfig:
+def read_config(repo: RepoClient) -> RepoConfig:
     """The config at the head of the default branch; the defaults when there is none."""
     branch = repo.default_branch
+    where = f"{CONFIG_PATH}@{branch}"
     try:
-        content = repo.get_contents(CONFIG_PATH, ref=branch)
-    except GithubException as exc:
-        if exc.status == 404:
-            return RepoConfig()
-        raise
-    if isinstance(content, list):
-        raise AttuneError("is a directory", path=f"{CONFIG_PATH}@{branch}")
-    return parse_config(content.decoded_content.decode(), f"{CONFIG_PATH}@{branch}")
+        text = repo.text(CONFIG_PATH, branch)
+    except GitHubError:
+        raise  # GitHub's trouble, not the file's
+    except ForgeError as exc:  # a directory
+        raise AttuneError(str(exc), path=where) from None
+    return RepoConfig() if text is None else parse_config(text, where)

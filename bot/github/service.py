@@ -12,18 +12,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from github import Auth, GithubException, GithubIntegration
-from github.Repository import Repository
-
 from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, build_campaign, open_campaign
 from bot.campaign_state import CampaignParams, CampaignState, fold
-from bot.forges.github import GithubFactory, GitHubForge, PullContext
+from bot.forges.github import GitHubForge, PullContext
+from bot.github.client import GitHubError, RepoClient, RepoClients, app_slug
 from bot.github.commands import Command
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost, require_write
 from bot.github.repo_config import CONFIG_PATH, read_config
 from bot.github.settings import Settings
-from bot.interfaces import HeadMoved
+from bot.interfaces import ForgeError, HeadMoved
 from bot.render import replies
 from gate.errors import AttuneError
 from gate.events import StopReason
@@ -60,9 +58,9 @@ def campaign_prefix(repo: str, number: int) -> str:
 class GitHubCampaigns:
     """The app's CampaignService."""
 
-    def __init__(self, settings: Settings, github_for: GithubFactory) -> None:
+    def __init__(self, settings: Settings, clients: RepoClients) -> None:
         self.settings = settings
-        self.github_for = github_for
+        self.clients = clients
         self.running: dict[tuple[str, int], Running] = {}
         self._starting: set[tuple[str, int]] = set()
         """Pull requests whose ``/attune tune`` or ``resume`` is being screened right now."""
@@ -158,14 +156,14 @@ class GitHubCampaigns:
         done = self._opened_by_comment(ctx)
         if done is not None:
             return replies.started_by_this_comment(done)
-        pull = ctx.repo.get_pull(ctx.number)
-        screened = ctx.head_sha or pull.head.sha
-        files = list(pull.get_files())
+        pull = ctx.client.pull(ctx.number)
+        screened = ctx.head_sha or pull.head_sha
+        files = ctx.client.pull_files(ctx.number)
         guarded = [f.filename for f in files if f.filename.startswith(GUARDED)]
         if guarded:
             return replies.guarded_paths(guarded)
         try:
-            config = read_config(ctx.repo)  # the default branch's, never this pull request's
+            config = read_config(ctx.client)  # the default branch's, never this pull request's
         except AttuneError as exc:
             return replies.broken_config(str(exc))
         recipes = [
@@ -174,12 +172,14 @@ class GitHubCampaigns:
         if len(recipes) != 1:
             return replies.not_one_recipe(recipes, config.recipes, CONFIG_PATH)
         path, head = recipes[0], screened
-        content = ctx.repo.get_contents(path, ref=head)
-        if isinstance(content, list):
+        try:
+            text = ctx.client.text(path, head)
+        except GitHubError:
+            raise
+        except ForgeError:
             return replies.is_a_directory(path)
-        text = content.decoded_content.decode()
-        now = ctx.repo.get_pull(ctx.number).head.sha
-        if now != head or pull.head.sha != head:
+        now = ctx.client.pull(ctx.number).head_sha
+        if text is None or now != head or pull.head_sha != head:
             return replies.moved_while_screening(head, now)
         budget = command.budget_hours or self.settings.default_budget
         steps = command.steps or DEFAULT_STEPS
@@ -305,21 +305,17 @@ class GitHubCampaigns:
     def bot_login(self, repo: str) -> str:
         """The App's own login (``<slug>[bot]``): the actor of the runs it dispatches."""
         if self._bot_login is None:
-            auth = Auth.AppAuth(self.settings.app_id, self.settings.private_key())
-            integration = GithubIntegration(auth=auth, base_url=self.settings.github_api_url)
-            owner, name = repo.split("/", 1)
-            slug = integration.get_repo_installation(owner, name).app_slug
-            self._bot_login = f"{slug}[bot]"
+            self._bot_login = f"{app_slug(self.settings, repo)}[bot]"
         return self._bot_login
 
-    def _check_start(self, repo: Repository, number: int, campaign: str) -> None:
+    def _check_start(self, repo: RepoClient, number: int, campaign: str) -> None:
         """Before a campaign (re)starts: the tuned head is the one it is bound to (screened by
         the command, or moved since only by the campaign's own merges), and whoever it acts
         for may still write."""
         state = self._state(campaign)
         params = state.params
         expected = state.pinned_sha or (params.head_sha if params else None)
-        found = repo.get_pull(number).head.sha
+        found = repo.pull(number).head_sha
         if expected is not None and found != expected:
             raise HeadMoved(
                 f"the head of #{number} moved from {expected[:7]} to {found[:7]} since the "
@@ -329,8 +325,7 @@ class GitHubCampaigns:
 
     def _run(self, repo_name: str, number: int, installation: int, running: Running) -> None:
         campaign = running.campaign
-        github = self.github_for(installation)
-        repo = github.get_repo(repo_name)
+        repo = self.clients(installation, repo_name)
 
         def authorize(action: str) -> None:
             require_write(repo, self._actor(campaign), action)
@@ -364,7 +359,7 @@ class GitHubCampaigns:
                     executor=actions,
                     stop_requested=running.stop.is_set,
                 ).run()
-        except (AttuneError, GithubException) as exc:
+        except AttuneError as exc:
             reason: StopReason = (
                 "head_moved"
                 if isinstance(exc, HeadMoved)
@@ -379,6 +374,6 @@ class GitHubCampaigns:
                         campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
                     )
             reply = replies.campaign_stopped(campaign, str(exc), resumable=reason in RESUMABLE)
-            forge.repo.get_issue(number).create_comment(reply)
+            repo.comment(number, reply)
         except Exception:
             log.exception("campaign %s crashed", campaign)
