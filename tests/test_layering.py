@@ -107,3 +107,15 @@ def test_no_import_cycle_in_bot_runners_or_gate() -> None:
     graph = import_graph()
     assert "runners.adapters" in graph["bot.campaign_setup"]  # the walk sees real imports
     assert cycles(graph) == []
+
+
+def test_pygithub_is_imported_by_the_github_client_only() -> None:
+    """Every other module of the product speaks to GitHub through ``bot.github.client``'s
+    typed surface, never PyGithub's lazily-fetching objects or its exceptions."""
+    importers = {
+        str(path.relative_to(ROOT))
+        for pkg in ("bot", "runners", "gate")
+        for path in (ROOT / pkg).rglob("*.py")
+        if any(name.split(".")[0] == "github" for name in imported_modules(path))
+    }
+    assert importers == {"bot/github/client.py"}
