@@ -9,92 +9,23 @@ and does the next missing thing, so a bot killed anywhere resumes by running aga
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from bot import render
-from bot.campaign_state import CampaignState, TrialRecord, agent_view, fold
-from bot.interfaces import (
-    Agent,
-    AgentView,
-    CheckResult,
-    Executor,
-    Forge,
-    ProfileRequest,
-    Proposal,
-    Role,
-    Stop,
-)
+from bot.campaign_state import CampaignState, agent_view
+from bot.candidates import CandidateSteps
+from bot.interfaces import AgentView, ProfileRequest, Stop
 from bot.recipe_edit import apply_changes
-from gate import noise, postlaunch
+from gate import noise
 from gate.errors import AttuneError
-from gate.events import StopReason
-from gate.ledger import Ledger
-from gate.models import EffectiveConfig, Recipe, TrialResult
-from gate.recipe import parse_recipe
-from gate.registry import Registry
 from runners.bench import Launch
 
 PROFILE_TRIES = 2
 """Profile runs of one incumbent that may come back without a profile before giving up."""
 
 
-class Progress(Protocol):
-    """Where the campaign reports what it is doing (a live display, a log, nothing)."""
-
-    def update(self, state: CampaignState, phase: str, detail: str = "") -> None: ...
-
-
-class QuietProgress:
-    def update(self, state: CampaignState, phase: str, detail: str = "") -> None:
-        return None
-
-
-class Campaign:
-    def __init__(
-        self,
-        *,
-        name: str,
-        ledger: Ledger,
-        forge: Forge,
-        executor: Executor,
-        agent: Agent,
-        registry: Registry,
-        progress: Progress | None = None,
-        cores: int | None = None,
-        stop_requested: Callable[[], bool] | None = None,
-    ) -> None:
-        self.name = name
-        self.ledger = ledger
-        self.forge = forge
-        self.executor = executor
-        self.agent = agent
-        self.registry = registry
-        self.progress = progress or QuietProgress()
-        self.cores = cores or os.cpu_count() or 1
-        self.stop_requested = stop_requested or (lambda: False)
-        """Polled between steps: True stops the campaign (``/attune stop``)."""
-
-    # --- state ---
-
-    def state(self) -> CampaignState:
-        return fold(self.name, self.ledger.events(self.name))
-
-    def _params(self, state: CampaignState) -> Any:
-        if state.params is None:
-            raise AttuneError(f"campaign {self.name!r} has no campaign_opened event")
-        return state.params
-
-    def recipe(self, text: str, trial: str) -> Recipe:
-        params = self._params(self.state())
-        recipe = parse_recipe(text, path=f"{params.recipe_path}@{trial}")
-        return recipe.model_copy(update={"name": f"{params.baseline}@{trial}"})
-
-    def baseline_effective(self, state: CampaignState) -> EffectiveConfig:
-        return self.executor.resolve(self.recipe(self._params(state).recipe_text, "baseline"))
-
-    # --- the loop ---
+class Campaign(CandidateSteps):
+    """Calibrate, then ask the agent for moves until it (or the budget) stops. The steps of
+    each candidate are ``CandidateSteps``'; the shared primitives ``CampaignCore``'s."""
 
     def run(self) -> CampaignState:
         """Run (or resume) until the campaign has stopped; returns the final state."""
@@ -153,21 +84,6 @@ class Campaign:
             )
             self.progress.update(self.state(), "reconcile", f"waiting for {record.trial}")
             self.executor.finish(record.trial, launch, reconciled=True)
-
-    def _bench(self, trial: str, role: Role, recipe: Recipe, *, profile: bool = False) -> bool:
-        """Admit, launch and finish one non-candidate run; False when refused."""
-        effective = self.executor.resolve(recipe)
-        if self.executor.admit(trial, effective) is not None:
-            return False
-        launch = self.executor.launch(trial, role, recipe, effective, profile=profile)
-        self.executor.finish(trial, launch)
-        return True
-
-    def _stop_if_requested(self) -> bool:
-        if not self.stop_requested():
-            return False
-        self.stop("requested", ["stopped on request; /attune resume continues it"])
-        return True
 
     def calibrate(self) -> None:
         state = self.state()
@@ -231,172 +147,6 @@ class Campaign:
                 f"{decision.title} ({decision.bottleneck}-bound, "
                 f"expected +{decision.expected_gain_pct:.0f}%)",
             )
-
-    def propose(self, state: CampaignState, proposal: Proposal) -> None:
-        n = len(state.candidates) + 1
-        trial = f"c{n}"
-        text = apply_changes(
-            state.incumbent_recipe_text, {k: new for k, (_, new) in proposal.changes.items()}
-        )
-        self.ledger.append(
-            self.name,
-            "candidate_proposed",
-            {
-                "trial": trial,
-                "n": n,
-                "title": proposal.title,
-                **proposal.model_dump(mode="json"),
-                "recipe_text": text,
-            },
-        )
-
-    def advance(self, trial: str) -> None:
-        """Do the next missing step for one candidate."""
-        state = self.state()
-        params = self._params(state)
-        record = state.trials[trial]
-        proposal = record.proposal
-        assert proposal is not None and state.tuned_branch is not None
-        assert state.pinned_sha is not None
-        recipe = self.recipe(proposal["recipe_text"], trial)
-        if record.pr is None:
-            pr = self.forge.open_candidate(
-                branch=f"attune/{self.name}/{proposal['n']}",
-                base=state.tuned_branch,
-                base_sha=state.pinned_sha,
-                recipe_path=params.recipe_path,
-                recipe_text=proposal["recipe_text"],
-                title=proposal["title"],
-                body=render.candidate_body(proposal, campaign=self.name),
-                labels=["attune", "attune:candidate"],
-            )
-            self.ledger.append(
-                self.name,
-                "pr_opened",
-                {"trial": trial, "pr": pr.number, "branch": pr.head, "head_sha": pr.head_sha},
-            )
-            return
-        if record.gate_verdict is None:
-            _, report = self.executor.gate(trial, recipe, baseline=self.baseline_effective(state))
-            self.forge.set_check(
-                record.pr,
-                CheckResult(
-                    name="attune/gate",
-                    conclusion="failure" if report.verdict == "reject" else "success",
-                    summary=render.gate_summary(report),
-                ),
-            )
-            return
-        if record.judged is None:
-            self.judge(state, record, recipe)
-            return
-        self.settle(state, record)
-
-    def judge(self, state: CampaignState, record: TrialRecord, recipe: Recipe) -> None:
-        trial = record.trial
-        verdict: dict[str, Any] = {"trial": trial, "score": None, "gain": None}
-        verdict["incumbent_score"] = state.incumbent_score
-        verdict["threshold"] = state.noise.threshold if state.noise else None
-        if record.gate_verdict == "reject":
-            verdict.update(decision="close", reason="the pre-launch gate rejected it")
-        elif record.refused is not None:
-            verdict.update(decision="close", reason=record.refused["message"])
-        elif record.finished is None and self._same_as_incumbent(state, recipe):
-            verdict.update(
-                decision="close",
-                reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
-            )
-        elif record.finished is None:
-            effective = self.executor.resolve(recipe)
-            if self.executor.admit(trial, effective) is None:
-                launch = self.executor.launch(trial, "candidate", recipe, effective)
-                self.executor.finish(trial, launch)
-            return
-        else:
-            result = self._result(record)
-            baseline_loss = state.baseline_step1_loss
-            assert baseline_loss is not None and state.noise and state.incumbent_score
-            post = postlaunch.check(result, baseline_step1_loss=baseline_loss)
-            verdict.update(post_passed=post.passed, post_reasons=post.reasons)
-            if not post.passed:
-                verdict.update(decision="close", reason="; ".join(post.reasons))
-            else:
-                score = float(result.score or 0.0)
-                gain = noise.relative_gain(score, state.incumbent_score)
-                verdict.update(score=score, gain=gain)
-                if noise.beats(score, state.incumbent_score, state.noise):
-                    reason = f"{gain:+.1%} beats the {state.noise.threshold:.1%} threshold"
-                    verdict.update(decision="merge", reason=reason)
-                elif gain < 0:
-                    verdict.update(
-                        decision="close", reason=f"{gain:+.1%}: slower than the incumbent"
-                    )
-                else:
-                    reason = f"{gain:+.1%} does not beat the {state.noise.threshold:.1%} threshold"
-                    verdict.update(decision="close", reason=reason)
-        self.ledger.append(self.name, "trial_judged", verdict)
-        self.progress.update(
-            self.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"
-        )
-
-    def _same_as_incumbent(self, state: CampaignState, recipe: Recipe) -> bool:
-        """A candidate whose effective config equals the incumbent's has nothing to measure."""
-        incumbent = self.recipe(state.incumbent_recipe_text, "incumbent")
-        fingerprint = self.executor.resolve(recipe).fingerprint()
-        return fingerprint == self.executor.resolve(incumbent).fingerprint()
-
-    def _result(self, record: TrialRecord) -> TrialResult:
-        path = self.executor.workdir / "trials" / record.trial / "result.json"
-        return TrialResult.model_validate_json(path.read_text())
-
-    def settle(self, state: CampaignState, record: TrialRecord) -> None:
-        """Carry out the judged decision on the forge and its cost comment, then ledger it.
-
-        The cost comment goes before ``pr_merged``/``pr_closed``: once either is in the ledger
-        the candidate is done, and a bot killed in between would never write it on restart.
-        """
-        assert record.judged is not None and record.pr is not None
-        params = self._params(state)
-        finished = record.finished
-        cost = render.cost_comment(
-            trial_s=float(finished["device_seconds"]) if finished else 0.0,
-            status=finished["status"] if finished else "not launched",
-            spent_s=state.spent_device_seconds,
-            budget_h=params.budget_device_hours,
-        )
-        if record.judged["decision"] == "merge":
-            assert state.pinned_sha is not None and record.head_sha is not None
-            sha = self.forge.merge(
-                record.pr, expected_base_sha=state.pinned_sha, expected_head_sha=record.head_sha
-            )
-            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
-            self.ledger.append(
-                self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
-            )
-        else:
-            self.forge.comment(
-                record.pr, f"Closing: {record.judged['reason']}.", marker=render.CLOSING_MARKER
-            )
-            self.forge.close(record.pr)
-            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
-            self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
-        self.update_campaign_comment()
-
-    def stop(self, reason: StopReason, evidence: list[str]) -> None:
-        self.ledger.append(self.name, "campaign_stopped", {"reason": reason, "evidence": evidence})
-        self.update_campaign_comment()
-
-    def update_campaign_comment(self) -> None:
-        """The ONE campaign comment on the tuned pull request, edited in place."""
-        state = self.state()
-        params = self._params(state)
-        if state.tuned_pr is None:
-            return
-        self.forge.comment(
-            state.tuned_pr,
-            render.campaign_comment(state, budget_h=params.budget_device_hours),
-            marker=render.CAMPAIGN_MARKER,
-        )
 
     # --- what the agent sees ---
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.agents.rules import RulesAgent
-from bot.campaign import Campaign, Progress
+from bot.campaign import Campaign
+from bot.campaign_core import Progress
 from bot.campaign_state import CampaignParams, fold
 from bot.interfaces import Agent, Executor, Forge
 from gate.errors import AttuneError

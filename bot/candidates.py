@@ -1,0 +1,147 @@
+"""A candidate's life, one step per call: pull request, gate check, benchmark, judgement,
+merge or close with its cost comment. Each step is a ledger event first, so a resumed campaign
+does the next missing one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot import render
+from bot.campaign_core import CampaignCore
+from bot.campaign_state import CampaignState, TrialRecord
+from bot.interfaces import CheckResult, Proposal
+from bot.judgement import judge_finished
+from bot.recipe_edit import apply_changes
+from gate.models import Recipe, TrialResult
+
+
+class CandidateSteps(CampaignCore):
+    def propose(self, state: CampaignState, proposal: Proposal) -> None:
+        n = len(state.candidates) + 1
+        trial = f"c{n}"
+        text = apply_changes(
+            state.incumbent_recipe_text, {k: new for k, (_, new) in proposal.changes.items()}
+        )
+        self.ledger.append(
+            self.name,
+            "candidate_proposed",
+            {
+                "trial": trial,
+                "n": n,
+                "title": proposal.title,
+                **proposal.model_dump(mode="json"),
+                "recipe_text": text,
+            },
+        )
+
+    def advance(self, trial: str) -> None:
+        """Do the next missing step for one candidate."""
+        state = self.state()
+        params = self._params(state)
+        record = state.trials[trial]
+        proposal = record.proposal
+        assert proposal is not None and state.tuned_branch is not None
+        assert state.pinned_sha is not None
+        recipe = self.recipe(proposal["recipe_text"], trial)
+        if record.pr is None:
+            pr = self.forge.open_candidate(
+                branch=f"attune/{self.name}/{proposal['n']}",
+                base=state.tuned_branch,
+                base_sha=state.pinned_sha,
+                recipe_path=params.recipe_path,
+                recipe_text=proposal["recipe_text"],
+                title=proposal["title"],
+                body=render.candidate_body(proposal, campaign=self.name),
+                labels=["attune", "attune:candidate"],
+            )
+            self.ledger.append(
+                self.name,
+                "pr_opened",
+                {"trial": trial, "pr": pr.number, "branch": pr.head, "head_sha": pr.head_sha},
+            )
+            return
+        if record.gate_verdict is None:
+            _, report = self.executor.gate(trial, recipe, baseline=self.baseline_effective(state))
+            self.forge.set_check(
+                record.pr,
+                CheckResult(
+                    name="attune/gate",
+                    conclusion="failure" if report.verdict == "reject" else "success",
+                    summary=render.gate_summary(report),
+                ),
+            )
+            return
+        if record.judged is None:
+            self.judge(state, record, recipe)
+            return
+        self.settle(state, record)
+
+    def judge(self, state: CampaignState, record: TrialRecord, recipe: Recipe) -> None:
+        trial = record.trial
+        verdict: dict[str, Any] = {"trial": trial, "score": None, "gain": None}
+        verdict["incumbent_score"] = state.incumbent_score
+        verdict["threshold"] = state.noise.threshold if state.noise else None
+        if record.gate_verdict == "reject":
+            verdict.update(decision="close", reason="the pre-launch gate rejected it")
+        elif record.refused is not None:
+            verdict.update(decision="close", reason=record.refused["message"])
+        elif record.finished is None and self._same_as_incumbent(state, recipe):
+            verdict.update(
+                decision="close",
+                reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
+            )
+        elif record.finished is None:
+            effective = self.executor.resolve(recipe)
+            if self.executor.admit(trial, effective) is None:
+                launch = self.executor.launch(trial, "candidate", recipe, effective)
+                self.executor.finish(trial, launch)
+            return
+        else:
+            verdict.update(judge_finished(state, self._result(record)))
+        self.ledger.append(self.name, "trial_judged", verdict)
+        self.progress.update(
+            self.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"
+        )
+
+    def _same_as_incumbent(self, state: CampaignState, recipe: Recipe) -> bool:
+        """A candidate whose effective config equals the incumbent's has nothing to measure."""
+        incumbent = self.recipe(state.incumbent_recipe_text, "incumbent")
+        fingerprint = self.executor.resolve(recipe).fingerprint()
+        return fingerprint == self.executor.resolve(incumbent).fingerprint()
+
+    def _result(self, record: TrialRecord) -> TrialResult:
+        path = self.executor.workdir / "trials" / record.trial / "result.json"
+        return TrialResult.model_validate_json(path.read_text())
+
+    def settle(self, state: CampaignState, record: TrialRecord) -> None:
+        """Carry out the judged decision on the forge and its cost comment, then ledger it.
+
+        The cost comment goes before ``pr_merged``/``pr_closed``: once either is in the ledger
+        the candidate is done, and a bot killed in between would never write it on restart.
+        """
+        assert record.judged is not None and record.pr is not None
+        params = self._params(state)
+        finished = record.finished
+        cost = render.cost_comment(
+            trial_s=float(finished["device_seconds"]) if finished else 0.0,
+            status=finished["status"] if finished else "not launched",
+            spent_s=state.spent_device_seconds,
+            budget_h=params.budget_device_hours,
+        )
+        if record.judged["decision"] == "merge":
+            assert state.pinned_sha is not None and record.head_sha is not None
+            sha = self.forge.merge(
+                record.pr, expected_base_sha=state.pinned_sha, expected_head_sha=record.head_sha
+            )
+            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
+            self.ledger.append(
+                self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
+            )
+        else:
+            self.forge.comment(
+                record.pr, f"Closing: {record.judged['reason']}.", marker=render.CLOSING_MARKER
+            )
+            self.forge.close(record.pr)
+            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
+            self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
+        self.update_campaign_comment()
