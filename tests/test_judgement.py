@@ -1,0 +1,74 @@
+"""The merge/close decision on a finished candidate, as a pure function of its result and the
+campaign's state (the incumbent's score, the noise threshold, the baseline's step-1 loss)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bot.campaign_state import CampaignState, TrialRecord
+from bot.judgement import judge_finished
+from gate.models import NoiseModel, TrialResult
+
+NOISE = NoiseModel(runs=5, mean=1000.0, std=20.0, cv=0.02, threshold=0.06)
+
+
+def state() -> CampaignState:
+    baseline = TrialRecord(
+        trial="baseline-1", role="calibration", finished={"status": "ok", "step1_loss": 5.0}
+    )
+    return CampaignState(campaign="c", noise=NOISE, trials={"baseline-1": baseline})
+
+
+def result(score: float, step1_loss: float = 5.0, status: str = "ok") -> TrialResult:
+    return TrialResult(
+        recipe="r",
+        fingerprint="f",
+        status=status,  # type: ignore[arg-type]
+        warmup=1,
+        score=score,
+        step1_loss=step1_loss,
+        allocated_at=0.0,
+        released_at=1.0,
+        devices=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("score", "decision", "reason"),
+    [
+        (1070.0, "merge", "+7.0% beats the 6.0% threshold"),
+        (1050.0, "close", "+5.0% does not beat the 6.0% threshold"),
+        (1059.0, "close", "+5.9% does not beat"),  # just under the threshold
+        (990.0, "close", "-1.0%: slower than the incumbent"),
+    ],
+)
+def test_only_a_gain_beyond_the_noise_threshold_merges(
+    score: float, decision: str, reason: str
+) -> None:
+    verdict = judge_finished(state(), result(score))
+    assert verdict["decision"] == decision and reason in verdict["reason"]
+    assert verdict["gain"] == pytest.approx(score / 1000.0 - 1)
+    assert verdict["post_passed"] is True
+
+
+def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
+    s = state()
+    s.trials["c1"] = TrialRecord(trial="c1", role="candidate", finished={"score": 1100.0})
+    s.incumbent = "c1"
+    verdict = judge_finished(s, result(1150.0))
+    assert verdict["decision"] == "close" and verdict["gain"] == pytest.approx(1150 / 1100 - 1)
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (result(5000.0, step1_loss=5.5), "differs from the baseline's"),
+        (result(5000.0, step1_loss=math.nan), "step-1 loss is nan"),
+    ],
+)
+def test_a_fast_run_that_trains_something_else_is_closed(bad: TrialResult, reason: str) -> None:
+    verdict = judge_finished(state(), bad)
+    assert verdict["decision"] == "close" and reason in verdict["reason"]
+    assert verdict["post_passed"] is False and "score" not in verdict
