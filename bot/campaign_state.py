@@ -72,6 +72,8 @@ class CampaignState(BaseModel):
     spent_device_seconds: float = 0.0
     profile_requests: dict[str, str] = Field(default_factory=dict)
     """Profile trial id -> incumbent it profiles."""
+    acting_for: str | None = None
+    """Who the campaign acts for: the user who started it, or who last resumed it."""
 
     def trial(self, trial: str) -> TrialRecord:
         return self.trials.setdefault(trial, TrialRecord(trial=trial))
@@ -140,6 +142,7 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
         kind = event.kind
         if kind == "campaign_opened":
             state.params = CampaignParams.model_validate(p)
+            state.acting_for = state.params.by
         elif kind == "forge_ready":
             state.tuned_pr, state.tuned_branch = p["tuned_pr"], p["tuned_branch"]
             state.pinned_sha = p["base_sha"]
@@ -149,6 +152,7 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             state.stopped = p
         elif kind == "campaign_resumed":
             state.stopped = None
+            state.acting_for = p["by"] or state.acting_for
         elif "trial" in p:
             _fold_trial(state, kind, p)
     state.spent_device_seconds = budget.spent_device_seconds(events)

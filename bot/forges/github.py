@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.github.client import GitHubError, Pull, RepoClient
+from bot.github.client import GitHubError, RepoClient
+from bot.github.records import Pull
 from bot.interfaces import (
     CheckResult,
     Comment,

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bot.campaign_state import CampaignState, fold
+from bot.campaign_state import fold
 from bot.executor import LocalExecutor
-from bot.github.client import CheckRun, RepoClient, WorkflowRun
+from bot.github.client import RepoClient
+from bot.github.pins import Pins, pins_of, verify_pins
+from bot.github.records import CheckRun, WorkflowRun
 from bot.github.results import MAX_RESULT_BYTES, check_result, read_result
-from bot.interfaces import HeadMoved, Role
+from bot.interfaces import Role
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult
@@ -76,66 +78,21 @@ class ActionsExecutor(LocalExecutor):
         self.poll_s = poll_s
         self.run_timeout_s = run_timeout_s
 
-    def _state(self) -> CampaignState:
-        return fold(self.campaign, self.ledger.events(self.campaign))
-
-    def _pins(self, trial: str) -> tuple[tuple[str, str], tuple[str, str] | None]:
-        """(tuned branch, its pinned head) when ``trial`` was opened (moved only by the
-        campaign's own merges) and, for a candidate, (its branch, its commit)."""
-        state = self._state()
-        record = state.trials.get(trial)
-        if state.tuned_branch is None or state.pinned_sha is None:
-            raise AttuneError(f"{trial}: no commit to benchmark (forge not ready)")
-        if record is None or record.pr is None:
-            return (state.tuned_branch, state.pinned_sha), None
-        assert record.base_sha and record.branch and record.head_sha
-        return (state.tuned_branch, record.base_sha), (record.branch, record.head_sha)
-
-    def _commit_of(self, trial: str) -> tuple[str, str]:
-        """The branch and commit a trial benchmarks: its candidate's, else the tuned head."""
-        tuned, candidate = self._pins(trial)
-        return candidate or tuned
+    def _pins(self, trial: str) -> Pins:
+        return pins_of(fold(self.campaign, self.ledger.events(self.campaign)), trial)
 
     def pinned_commit(self, trial: str) -> str:
-        """The commit to benchmark, after checking its branch still points at it (a push to
-        the tuned or candidate branch during the campaign stops it) and, for a candidate, that
-        its pull request changes the recipe and nothing else."""
-        pr = self._candidate_pr(trial)
-        if pr is not None:
-            changed = sorted(f.filename for f in self.repo.pull_files(pr))
-            if changed != [self._recipe_path()]:
-                raise AttuneError(
-                    f"candidate #{pr} changes {', '.join(changed)}: a candidate may change "
-                    f"{self._recipe_path()} only; nothing was launched"
-                )
-        tuned, candidate = self._pins(trial)
-        for branch, sha in (tuned, candidate) if candidate else (tuned,):
-            found = self.repo.branch_sha(branch)
-            if found != sha:
-                raise HeadMoved(
-                    f"the head of {branch} moved from {sha[:7]} to {found[:7]} during the "
-                    "campaign; nothing was launched"
-                )
-        if candidate is None:
-            return tuned[1]
-        parents = self.repo.parents(candidate[1])
-        if parents != [tuned[1]]:
-            raise HeadMoved(
-                f"candidate {candidate[0]} ({candidate[1][:7]}) is not one commit on the pinned "
-                f"{tuned[0]} ({tuned[1][:7]}): its parents are "
-                f"{', '.join(p[:7] for p in parents) or 'none'}; nothing was launched"
-            )
-        return candidate[1]
+        """The commit to benchmark, checked against GitHub (``pins.verify_pins``)."""
+        return verify_pins(self.repo, self._pins(trial))
 
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
         """The local checks (budget, failed rerun), then, for a candidate, the ``attune/gate``
         check the gate workflow posts on its head: the benchmark is dispatched only after it
         passed."""
         refusal = super().admit(trial, effective)
-        if refusal is not None or self._candidate_pr(trial) is None:
+        if refusal is not None or self._pins(trial).pr is None:
             return refusal
-        self.pinned_commit(trial)  # a tampered candidate stops here, before any wait
-        _branch, sha = self._commit_of(trial)
+        sha = self.pinned_commit(trial)  # a tampered candidate stops here, before any wait
         conclusion, summary = self._workflow_gate(sha)
         if conclusion == "success":
             return None
@@ -174,15 +131,6 @@ class ActionsExecutor(LocalExecutor):
         runs = self.repo.workflow_runs(GATE_WORKFLOW, head_sha=sha)
         return any(run.check_suite_id == check.check_suite_id for run in runs)
 
-    def _candidate_pr(self, trial: str) -> int | None:
-        record = self._state().trials.get(trial)
-        return record.pr if record is not None else None
-
-    def _recipe_path(self) -> str:
-        params = self._state().params
-        assert params is not None, "a campaign is opened before it launches"
-        return params.recipe_path
-
     def launch(
         self,
         trial: str,
@@ -199,12 +147,13 @@ class ActionsExecutor(LocalExecutor):
         allocated = time.time()
         if self._find_run(trial, since=allocated - self.run_timeout_s) is None:
             self.authorize("launch a benchmark")
-            sha = self.pinned_commit(trial)
+            pins = self._pins(trial)
+            sha = verify_pins(self.repo, pins)
             inputs = {
                 "campaign": self.campaign,
                 "trial": trial,
                 "sha": sha,
-                "recipe": self._recipe_path(),
+                "recipe": pins.recipe_path,
                 "steps": str(self.steps),
                 "warmup": str(self.warmup),
                 "profile": "true" if profile else "false",

@@ -9,46 +9,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
-from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, build_campaign, open_campaign
-from bot.campaign_state import CampaignParams, CampaignState, fold
-from bot.forges.github import GitHubForge, PullContext
-from bot.github.client import GitHubError, RepoClient, RepoClients, app_slug
+from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, open_campaign
+from bot.campaign_state import CampaignState, fold
+from bot.forges.github import PullContext
+from bot.github.campaign_thread import RESUMABLE, Running, run_campaign
+from bot.github.client import RepoClients, app_slug
 from bot.github.commands import Command
-from bot.github.executor import ActionsExecutor
-from bot.github.permissions import PermissionLost, require_write
-from bot.github.repo_config import CONFIG_PATH, read_config
+from bot.github.screening import screen_recipe
 from bot.github.settings import Settings
-from bot.interfaces import ForgeError, HeadMoved
 from bot.render import replies
 from gate.errors import AttuneError
-from gate.events import StopReason
 from gate.ledger import Ledger
-from gate.registry import Registry
 
 log = logging.getLogger("attune.github")
-
-GUARDED = ("gate/", "registry/", ".github/")
-"""Paths a tuned or candidate pull request may never change (CODEOWNERS guards them)."""
-RESUMABLE: frozenset[StopReason] = frozenset({"requested", "error", "permission"})
-"""Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
-
-
-@dataclass
-class Running:
-    """A campaign thread and the two events it listens to."""
-
-    campaign: str
-    wake: threading.Event = field(default_factory=threading.Event)
-    """Set by webhooks: a run or check completed, look again now."""
-    stop: threading.Event = field(default_factory=threading.Event)
-    """Set by ``/attune stop``: stop after the current trial."""
-    thread: threading.Thread | None = None
-
-    def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
 
 
 def campaign_prefix(repo: str, number: int) -> str:
@@ -156,74 +131,40 @@ class GitHubCampaigns:
         done = self._opened_by_comment(ctx)
         if done is not None:
             return replies.started_by_this_comment(done)
-        pull = ctx.client.pull(ctx.number)
-        screened = ctx.head_sha or pull.head_sha
-        files = ctx.client.pull_files(ctx.number)
-        guarded = [f.filename for f in files if f.filename.startswith(GUARDED)]
-        if guarded:
-            return replies.guarded_paths(guarded)
-        try:
-            config = read_config(ctx.client)  # the default branch's, never this pull request's
-        except AttuneError as exc:
-            return replies.broken_config(str(exc))
-        recipes = [
-            f.filename for f in files if config.is_recipe(f.filename) and f.status != "removed"
-        ]
-        if len(recipes) != 1:
-            return replies.not_one_recipe(recipes, config.recipes, CONFIG_PATH)
-        path, head = recipes[0], screened
-        try:
-            text = ctx.client.text(path, head)
-        except GitHubError:
-            raise
-        except ForgeError:
-            return replies.is_a_directory(path)
-        now = ctx.client.pull(ctx.number).head_sha
-        if text is None or now != head or pull.head_sha != head:
-            return replies.moved_while_screening(head, now)
+        screened = screen_recipe(ctx)
+        if isinstance(screened, str):
+            return screened
+        path, head = screened.path, screened.head
         budget = command.budget_hours or self.settings.default_budget
         steps = command.steps or DEFAULT_STEPS
         campaign = campaign_prefix(ctx.repo_name, ctx.number) + str(
             len(self._campaigns(ctx.repo_name, ctx.number)) + 1
         )
+        origin = {
+            "repo": ctx.repo_name,
+            "pr": ctx.number,
+            "head_sha": head,
+            "by": ctx.user,
+            "installation": ctx.installation_id,
+            "comment_id": ctx.comment_id,
+        }
         with Ledger(self.settings.ledger_path) as ledger:
             try:
-                self._open(ledger, ctx, campaign, path, head, text, command, budget, steps)
+                open_campaign(
+                    ledger,
+                    campaign,
+                    recipe_text=screened.text,
+                    recipe_path=path,
+                    budget_hours=budget,
+                    steps=steps,
+                    warmup=min(DEFAULT_WARMUP, steps - 1),
+                    agent=command.agent or "rules",
+                    origin=origin,
+                )
             except AttuneError as exc:
                 return replies.not_a_recipe(path, head, str(exc))
         self._start_for(ctx, campaign)
         return replies.started(campaign, path, head, budget, steps)
-
-    def _open(
-        self,
-        ledger: Ledger,
-        ctx: PullContext,
-        campaign: str,
-        path: str,
-        head: str,
-        text: str,
-        command: Command,
-        budget: float,
-        steps: int,
-    ) -> None:
-        open_campaign(
-            ledger,
-            campaign,
-            recipe_text=text,
-            recipe_path=path,
-            budget_hours=budget,
-            steps=steps,
-            warmup=min(DEFAULT_WARMUP, steps - 1),
-            agent=command.agent or "rules",
-            origin={
-                "repo": ctx.repo_name,
-                "pr": ctx.number,
-                "head_sha": head,
-                "by": ctx.user,
-                "installation": ctx.installation_id,
-                "comment_id": ctx.comment_id,
-            },
-        )
 
     def stop(self, ctx: PullContext) -> str:
         alive = self._alive(ctx.repo_name, ctx.number)
@@ -286,94 +227,19 @@ class GitHubCampaigns:
 
     def _start(self, repo: str, number: int, installation: int, campaign: str) -> None:
         running = Running(campaign=campaign)
+        client = self.clients(installation, repo)
         running.thread = threading.Thread(
-            target=self._run, args=(repo, number, installation, running), name=campaign, daemon=True
+            target=run_campaign,
+            args=(self.settings, client, number, running, lambda: self.bot_login(repo)),
+            name=campaign,
+            daemon=True,
         )
         with self._lock:
             self.running[(repo, number)] = running
         running.thread.start()
-
-    def _actor(self, campaign: str) -> str:
-        """Who the campaign acts for: the user who started it, or who last resumed it."""
-        actor = ""
-        with Ledger(self.settings.ledger_path) as ledger:
-            for event in ledger.events(campaign):
-                if event.kind in ("campaign_opened", "campaign_resumed"):
-                    actor = str(event.payload.get("by") or actor)
-        return actor
 
     def bot_login(self, repo: str) -> str:
         """The App's own login (``<slug>[bot]``): the actor of the runs it dispatches."""
         if self._bot_login is None:
             self._bot_login = f"{app_slug(self.settings, repo)}[bot]"
         return self._bot_login
-
-    def _check_start(self, repo: RepoClient, number: int, campaign: str) -> None:
-        """Before a campaign (re)starts: the tuned head is the one it is bound to (screened by
-        the command, or moved since only by the campaign's own merges), and whoever it acts
-        for may still write."""
-        state = self._state(campaign)
-        params = state.params
-        expected = state.pinned_sha or (params.head_sha if params else None)
-        found = repo.pull(number).head_sha
-        if expected is not None and found != expected:
-            raise HeadMoved(
-                f"the head of #{number} moved from {expected[:7]} to {found[:7]} since the "
-                "campaign was bound to it; nothing more runs on it"
-            )
-        require_write(repo, self._actor(campaign), "carry on with the campaign")
-
-    def _run(self, repo_name: str, number: int, installation: int, running: Running) -> None:
-        campaign = running.campaign
-        repo = self.clients(installation, repo_name)
-
-        def authorize(action: str) -> None:
-            require_write(repo, self._actor(campaign), action)
-
-        forge = GitHubForge(repo, number, authorize=authorize)
-        try:
-            self._check_start(repo, number, campaign)
-            with Ledger(self.settings.ledger_path) as ledger:
-
-                def actions(registry: Registry, params: CampaignParams) -> ActionsExecutor:
-                    return ActionsExecutor(
-                        repo=repo,
-                        wake=running.wake,
-                        poll_s=self.settings.poll_seconds,
-                        authorize=authorize,
-                        bot_login=self.bot_login(repo_name),
-                        ledger=ledger,
-                        campaign=campaign,
-                        registry=registry,
-                        workdir=self.settings.state_dir / "campaigns" / campaign,
-                        budget_device_seconds=params.budget_device_hours * 3600,
-                        steps=params.steps,
-                        warmup=params.warmup,
-                        default_forecast_s=self.settings.forecast_seconds,
-                    )
-
-                build_campaign(
-                    ledger,
-                    campaign,
-                    forge=forge,
-                    executor=actions,
-                    stop_requested=running.stop.is_set,
-                ).run()
-        except AttuneError as exc:
-            reason: StopReason = (
-                "head_moved"
-                if isinstance(exc, HeadMoved)
-                else "permission"
-                if isinstance(exc, PermissionLost)
-                else "error"
-            )
-            log.error("campaign %s stopped (%s): %s", campaign, reason, exc)
-            with Ledger(self.settings.ledger_path) as ledger:
-                if fold(campaign, ledger.events(campaign)).stopped is None:
-                    ledger.append(
-                        campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
-                    )
-            reply = replies.campaign_stopped(campaign, str(exc), resumable=reason in RESUMABLE)
-            repo.comment(number, reply)
-        except Exception:
-            log.exception("campaign %s crashed", campaign)

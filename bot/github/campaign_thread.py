@@ -1,0 +1,125 @@
+"""A campaign's thread in GitHub mode: checks, then the campaign, then why it stopped.
+
+Before the campaign (re)starts, its tuned head must be the one it is bound to and whoever it
+acts for must still have write permission; a launch or merge checks that again. An error
+stops the campaign with its reason in the ledger and a reply on the pull request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.campaign_setup import build_campaign
+from bot.campaign_state import CampaignParams, CampaignState, fold
+from bot.forges.github import GitHubForge
+from bot.github.client import RepoClient
+from bot.github.executor import ActionsExecutor
+from bot.github.permissions import PermissionLost, require_write
+from bot.github.settings import Settings
+from bot.interfaces import HeadMoved
+from bot.render import replies
+from gate.errors import AttuneError
+from gate.events import StopReason
+from gate.ledger import Ledger
+from gate.registry import Registry
+
+log = logging.getLogger("attune.github")
+
+RESUMABLE: frozenset[StopReason] = frozenset({"requested", "error", "permission"})
+"""Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
+
+
+@dataclass
+class Running:
+    """A campaign thread and the two events it listens to."""
+
+    campaign: str
+    wake: threading.Event = field(default_factory=threading.Event)
+    """Set by webhooks: a run or check completed, look again now."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set by ``/attune stop``: stop after the current trial."""
+    thread: threading.Thread | None = None
+
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+def _state(settings: Settings, campaign: str) -> CampaignState:
+    with Ledger(settings.ledger_path) as ledger:
+        return fold(campaign, ledger.events(campaign))
+
+
+def check_start(repo: RepoClient, number: int, state: CampaignState) -> None:
+    """Before a campaign (re)starts: the tuned head is the one it is bound to (screened by
+    the command, or moved since only by the campaign's own merges), and whoever it acts for
+    may still write."""
+    params = state.params
+    expected = state.pinned_sha or (params.head_sha if params else None)
+    found = repo.pull(number).head_sha
+    if expected is not None and found != expected:
+        raise HeadMoved(
+            f"the head of #{number} moved from {expected[:7]} to {found[:7]} since the "
+            "campaign was bound to it; nothing more runs on it"
+        )
+    require_write(repo, state.acting_for or "", "carry on with the campaign")
+
+
+def run_campaign(
+    settings: Settings,
+    repo: RepoClient,
+    number: int,
+    running: Running,
+    bot_login: Callable[[], str],
+) -> None:
+    """The thread's body: the campaign on pull request ``number`` until it stops."""
+    campaign = running.campaign
+
+    def authorize(action: str) -> None:
+        require_write(repo, _state(settings, campaign).acting_for or "", action)
+
+    forge = GitHubForge(repo, number, authorize=authorize)
+    try:
+        check_start(repo, number, _state(settings, campaign))
+        with Ledger(settings.ledger_path) as ledger:
+
+            def actions(registry: Registry, params: CampaignParams) -> ActionsExecutor:
+                return ActionsExecutor(
+                    repo=repo,
+                    wake=running.wake,
+                    poll_s=settings.poll_seconds,
+                    authorize=authorize,
+                    bot_login=bot_login(),
+                    ledger=ledger,
+                    campaign=campaign,
+                    registry=registry,
+                    workdir=settings.state_dir / "campaigns" / campaign,
+                    budget_device_seconds=params.budget_device_hours * 3600,
+                    steps=params.steps,
+                    warmup=params.warmup,
+                    default_forecast_s=settings.forecast_seconds,
+                )
+
+            build_campaign(
+                ledger, campaign, forge=forge, executor=actions, stop_requested=running.stop.is_set
+            ).run()
+    except AttuneError as exc:
+        reason: StopReason = (
+            "head_moved"
+            if isinstance(exc, HeadMoved)
+            else "permission"
+            if isinstance(exc, PermissionLost)
+            else "error"
+        )
+        log.error("campaign %s stopped (%s): %s", campaign, reason, exc)
+        with Ledger(settings.ledger_path) as ledger:
+            if fold(campaign, ledger.events(campaign)).stopped is None:
+                ledger.append(
+                    campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
+                )
+        reply = replies.campaign_stopped(campaign, str(exc), resumable=reason in RESUMABLE)
+        repo.comment(number, reply)
+    except Exception:
+        log.exception("campaign %s crashed", campaign)
