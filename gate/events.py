@@ -9,12 +9,10 @@ so every ledger ever written still reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from gate.errors import AttuneError
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
 Role = Literal["calibration", "profile", "candidate"]
@@ -273,38 +271,3 @@ MODELS: dict[str, type[Event]] = {
     )
 }
 """Kind -> its model; the closed list of event kinds."""
-
-UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
-"""(kind, version) -> the payload in the next version's shape. Empty while every kind is at
-version 1; a shape change adds its upcaster here and a test on a ledger of the old release."""
-
-
-class EventError(AttuneError):
-    """A payload that is not a valid event of its kind."""
-
-
-def parse_event(kind: str, payload: dict[str, Any]) -> Event:
-    """The typed event for a stored payload, upcast from older versions."""
-    model = MODELS.get(kind)
-    if model is None:
-        raise EventError(f"unknown ledger event kind {kind!r}; known: {', '.join(MODELS)}")
-    data = dict(payload)
-    version = int(data.get("v", 1))
-    while version < model.VERSION:
-        upcast = UPCASTERS.get((kind, version))
-        if upcast is None:
-            raise EventError(f"{kind} v{version}: no upcaster to v{version + 1}")
-        data, version = upcast(data), version + 1
-        data["v"] = version
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(payload)"
-        raise EventError(f"{kind}: {where}: {first['msg']}") from None
-
-
-def to_payload(event: Event) -> dict[str, Any]:
-    """What the ledger stores: JSON-ready, field names as documented (``class``, not
-    ``key_class``)."""
-    return event.model_dump(mode="json", by_alias=True)

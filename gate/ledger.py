@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -17,8 +14,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
+from gate import ledger_file
 from gate.errors import AttuneError
-from gate.events import MODELS, Event, EventError, parse_event, to_payload
+from gate.event_codec import EventError, parse_event, to_payload
+from gate.events import MODELS, Event
 from gate.models import canonical_json
 
 EventKind = Literal[
@@ -47,36 +46,7 @@ EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first event."""
 
-SCHEMA_VERSION = 1
-"""Stored in ``PRAGMA user_version``."""
-
-_SQLITE_HEADER = b"SQLite format 3\x00"
-_COLUMNS = ["seq", "time", "campaign", "kind", "payload", "prev_hash", "hash"]
-_APPEND_ONLY = "attune ledger is append-only"
-_SCHEMA = f"""
-CREATE TABLE events (
-    seq INTEGER PRIMARY KEY,
-    time REAL NOT NULL,
-    campaign TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
-);
-CREATE INDEX events_campaign ON events (campaign, seq);
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END;
-CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END;
--- INSERT OR REPLACE deletes the old row without firing delete triggers, so every insert
--- must name a seq past the last one (append() always does).
-CREATE TRIGGER events_no_replace BEFORE INSERT ON events
-WHEN NEW.seq <= (SELECT COALESCE(MAX(seq), 0) FROM events)
-BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END;
-PRAGMA user_version = {SCHEMA_VERSION};
-"""
-_TRIGGERS = ("events_no_update", "events_no_delete", "events_no_replace")
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM events"
+_SELECT = f"SELECT {', '.join(ledger_file.COLUMNS)} FROM events"
 
 
 class LedgerEvent(BaseModel):
@@ -126,8 +96,8 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         if not self.path.exists():
-            _create(self.path)
-        _check(self.path)
+            ledger_file.create(self.path)
+        ledger_file.check(self.path)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
             self.path, timeout=30.0, isolation_level=None, check_same_thread=False
@@ -217,7 +187,7 @@ class Ledger:
                     ok=False, checked=checked, first_broken_seq=expected, reason=reason
                 )
             prev, checked = digest, expected
-        missing = [name for name in _TRIGGERS if name not in triggers]
+        missing = [name for name in ledger_file.TRIGGERS if name not in triggers]
         if missing:
             reason = f"append-only triggers are missing: {', '.join(missing)}"
             return VerifyReport(ok=False, checked=checked, reason=reason)
@@ -234,7 +204,7 @@ class Ledger:
         self._conn.execute("COMMIT")
 
     def _event(self, row: tuple[Any, ...]) -> LedgerEvent:
-        fields = dict(zip(_COLUMNS, row, strict=True))
+        fields = dict(zip(ledger_file.COLUMNS, row, strict=True))
         try:
             fields["payload"] = json.loads(fields["payload"])
             return LedgerEvent.model_validate(fields)
@@ -244,65 +214,3 @@ class Ledger:
                 "run `attune ledger verify`",
                 path=str(self.path),
             ) from e
-
-
-def _create(path: Path) -> None:
-    """Build the schema in a temp file and move it into place, once, under a file lock."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if path.exists():  # another process created it while we waited
-            return
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            conn = sqlite3.connect(tmp, isolation_level=None)
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")  # persistent: kept in the file header
-                conn.executescript(_SCHEMA)
-            finally:
-                conn.close()
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # make the rename itself durable
-        finally:
-            os.close(dir_fd)
-
-
-def _check(path: Path) -> None:
-    """Refuse anything but an attune ledger, without writing to it.
-
-    The check reads the header and then uses a read-only connection: a read-write one could
-    checkpoint a foreign database's write-ahead log into it on close.
-    """
-
-    def refuse(why: str) -> AttuneError:
-        return AttuneError(
-            f"not an attune ledger ({why}); move it away or choose another ledger path",
-            path=str(path),
-        )
-
-    with open(path, "rb") as f:
-        header = f.read(len(_SQLITE_HEADER))
-    if not header:
-        raise refuse("file is empty")
-    if header != _SQLITE_HEADER:
-        raise refuse("file is not a database")
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
-        try:
-            columns = [row[1] for row in conn.execute("PRAGMA table_info(events)")]
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as e:
-        raise refuse(f"file is not a database: {e}") from e
-    if columns != _COLUMNS:
-        raise refuse("SQLite database without the attune events table")
-    if version != SCHEMA_VERSION:
-        raise refuse(f"schema version {version}, this attune reads {SCHEMA_VERSION}")

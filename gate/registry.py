@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -234,29 +233,6 @@ class Registry:
                     key_class=rule.key_class, reason=rule.reason, source=entry.source
                 )
         return Classification(key_class=entry.key_class, reason=entry.reason, source=entry.source)
-
-
-class Coverage(BaseModel):
-    """How a registry file and a framework's parser line up."""
-
-    missing: list[str]
-    """Parser keys no entry (exact or pattern) classifies: they would be judged unknown."""
-    not_in_parser: list[str]
-    """Exact, non-derived, non-``env.`` registry keys the parser does not define (stale)."""
-    derived_in_parser: list[str]
-    """Keys marked ``derived`` that the parser does define (should be plain entries)."""
-
-
-def coverage(registry: Registry, parser_keys: Iterable[str]) -> Coverage:
-    """Compare ``registry`` with the keys a framework's parser defines."""
-    known = set(parser_keys)
-    exact = {k: e for k, e in registry.data.keys.items() if k not in registry._patterns}
-    stale = [k for k, e in exact.items() if not (e.derived or k.startswith("env.") or k in known)]
-    return Coverage(
-        missing=sorted(k for k in known if registry.entry(k) is None),
-        not_in_parser=sorted(stale),
-        derived_in_parser=sorted(k for k, e in exact.items() if e.derived and k in known),
-    )
 
 
 def _location(err: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.campaign_state import fold
-from gate.events import MODELS, CampaignOpened, EventError, TrialFinished, parse_event
+from gate.event_codec import EventError, parse_event
+from gate.events import MODELS, CampaignOpened, TrialFinished
 from gate.ledger import EVENT_KINDS, Ledger
 from tests.events_factory import DEFAULTS, payload
 

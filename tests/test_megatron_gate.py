@@ -108,7 +108,7 @@ def test_registry_classifies_every_parser_argument() -> None:
     keys = MegatronAdapter().keys()
     assert len(keys.keys) > 800
     registry = load_file(REPO / "registry" / "megatron-core-0.19.yaml")
-    from gate.registry import coverage
+    from gate.coverage import coverage
 
     report = coverage(registry, keys.keys)
     assert report.missing == []

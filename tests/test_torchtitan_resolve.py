@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from gate.coverage import coverage
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import load_recipe
-from gate.registry import coverage, load_registry
+from gate.registry import load_registry
 from runners.resolve_process import worker_env
 from runners.torchtitan.adapter import TORCHTITAN_PATH_VAR, TorchtitanAdapter
 

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from bot.console import console
-from gate.registry import coverage, load_registry
+from gate.coverage import coverage
+from gate.registry import load_registry
 from runners.adapters import get_adapter
 
 

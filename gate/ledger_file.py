@@ -1,0 +1,105 @@
+"""The ledger's SQLite file: created once and atomically, and refused unless it is an attune
+ledger (the events table, its append-only triggers, the schema version)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from gate.errors import AttuneError
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``."""
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+COLUMNS = ["seq", "time", "campaign", "kind", "payload", "prev_hash", "hash"]
+APPEND_ONLY = "attune ledger is append-only"
+SCHEMA = f"""
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    campaign TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX events_campaign ON events (campaign, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}'); END;
+-- INSERT OR REPLACE deletes the old row without firing delete triggers, so every insert
+-- must name a seq past the last one (append() always does).
+CREATE TRIGGER events_no_replace BEFORE INSERT ON events
+WHEN NEW.seq <= (SELECT COALESCE(MAX(seq), 0) FROM events)
+BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}'); END;
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+TRIGGERS = ("events_no_update", "events_no_delete", "events_no_replace")
+
+
+def create(path: Path) -> None:
+    """Build the schema in a temp file and move it into place, once, under a file lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists():  # another process created it while we waited
+            return
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")  # persistent: kept in the file header
+                conn.executescript(SCHEMA)
+            finally:
+                conn.close()
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # make the rename itself durable
+        finally:
+            os.close(dir_fd)
+
+
+def check(path: Path) -> None:
+    """Refuse anything but an attune ledger, without writing to it.
+
+    The check reads the header and then uses a read-only connection: a read-write one could
+    checkpoint a foreign database's write-ahead log into it on close.
+    """
+
+    def refuse(why: str) -> AttuneError:
+        return AttuneError(
+            f"not an attune ledger ({why}); move it away or choose another ledger path",
+            path=str(path),
+        )
+
+    with open(path, "rb") as f:
+        header = f.read(len(SQLITE_HEADER))
+    if not header:
+        raise refuse("file is empty")
+    if header != SQLITE_HEADER:
+        raise refuse("file is not a database")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            columns = [row[1] for row in conn.execute("PRAGMA table_info(events)")]
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        raise refuse(f"file is not a database: {e}") from e
+    if columns != COLUMNS:
+        raise refuse("SQLite database without the attune events table")
+    if version != SCHEMA_VERSION:
+        raise refuse(f"schema version {version}, this attune reads {SCHEMA_VERSION}")
