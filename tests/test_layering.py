@@ -119,3 +119,14 @@ def test_pygithub_is_imported_by_the_github_client_only() -> None:
         if any(name.split(".")[0] == "github" for name in imported_modules(path))
     }
     assert importers == {"bot/github/client.py"}
+
+
+def test_no_module_is_over_300_lines() -> None:
+    """Small modules with names that say what they do."""
+    long = {
+        f"{path.relative_to(ROOT)}: {n}"
+        for pkg in ("bot", "runners", "gate")
+        for path in (ROOT / pkg).rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 300
+    }
+    assert not long
