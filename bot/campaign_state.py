@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -31,6 +32,8 @@ class TrialRecord(BaseModel):
     base_sha: str | None = None
     """The tuned head the candidate was cut from (the campaign's pinned head then)."""
     gate_verdict: str | None = None
+    gate_findings: list[dict[str, Any]] = Field(default_factory=list)
+    """The gate's findings, as ``gate_checked`` recorded them."""
     refused: dict[str, Any] | None = None
     started: bool = False
     launch: dict[str, Any] | None = None
@@ -38,6 +41,8 @@ class TrialRecord(BaseModel):
     judged: dict[str, Any] | None = None
     merged_sha: str | None = None
     closed: bool = False
+    device_seconds: float = 0.0
+    """What its runs were charged (``budget.trial_charge``); 0 while none finished."""
 
     @property
     def pending_launch(self) -> bool:
@@ -130,6 +135,11 @@ class CampaignState(BaseModel):
         return str(proposal["recipe_text"])
 
     @property
+    def runs_by_status(self) -> dict[str, int]:
+        """Finished trials by their status (ok, failed, oom, nan, timeout, ...)."""
+        return dict(Counter(str(t.finished["status"]) for t in self.trials.values() if t.finished))
+
+    @property
     def candidates(self) -> list[TrialRecord]:
         return self.role_trials("candidate")
 
@@ -155,7 +165,7 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             state.acting_for = p["by"] or state.acting_for
         elif "trial" in p:
             _fold_trial(state, kind, p)
-    state.spent_device_seconds = budget.spent_device_seconds(events)
+    state.spent_device_seconds = sum((t.device_seconds for t in state.trials.values()), 0.0)
     return state
 
 
@@ -172,7 +182,7 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         record.branch = p["branch"]
         record.base_sha = state.pinned_sha
     elif kind == "gate_checked":
-        record.gate_verdict = p["verdict"]
+        record.gate_verdict, record.gate_findings = p["verdict"], p["findings"]
     elif kind == "launch_refused":
         record.refused = p
     elif kind == "trial_started":
@@ -184,6 +194,7 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         record.started, record.launch = False, None
     elif kind == "trial_finished":
         record.finished = p
+        record.device_seconds += budget.charge(p)
         profile = p.get("profile")
         if record.role == "profile" and profile:
             incumbent = state.profile_requests.get(record.trial, state.incumbent)

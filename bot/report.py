@@ -1,4 +1,5 @@
-"""The campaign report (Markdown and plot), rebuilt from one campaign's ledger events alone."""
+"""The campaign report (Markdown and plot), rebuilt from one campaign's ledger events alone,
+through the one fold (``CampaignState``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bot.campaign_state import fold
+from bot.campaign_state import CampaignState, TrialRecord, fold
 from bot.report_model import (
     NO_CHANGE,
     CampaignReport,
@@ -19,135 +18,103 @@ from bot.report_model import (
     RunRow,
 )
 from bot.report_plot import render_plot as render_plot  # re-exported: part of this API
-from gate.budget import trial_charge
 from gate.ledger import LedgerEvent
-from gate.models import NoiseModel
 
 _PROFILE_PARTS = ("compute", "communication", "cpu", "idle")
 
 
 def _float(value: Any) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _charge(event: LedgerEvent) -> float:
-    try:
-        return trial_charge(event)
-    except (KeyError, TypeError, ValueError):
-        return 0.0
-
-
-def _role(trial: str, started: dict[str, str]) -> str:
-    if trial in started:
-        return started[trial]
-    if trial.startswith("baseline-"):
-        return "calibration"
-    if trial.startswith("profile-"):
-        return "profile"
-    return "candidate" if trial[:1] == "c" and trial[1:].isdigit() else "other"
+    return None if value is None else float(value)
 
 
 def build_report(events: list[LedgerEvent]) -> CampaignReport:
-    """Fold the events of one campaign into its report; pure, and tolerant of a partial ledger."""
-    report = CampaignReport(campaign=events[0].campaign if events else "")
-    opened: dict[str, Any] = {}
-    started: dict[str, str] = {}
-    cands: dict[str, CandidateRow] = {}
-    runs: dict[str, RunRow] = {}
-    merged: list[str] = []
-    for e in events:
-        p = e.payload
-        trial = str(p["trial"]) if "trial" in p else None
-        if trial is not None and trial not in report.order and e.kind != "profile_requested":
-            report.order.append(trial)
-        if e.kind == "campaign_opened":
-            opened = p
-            report.baseline = p.get("baseline")
-            report.recipe_path = p.get("recipe_path")
-            report.budget_device_hours = _float(p.get("budget_device_hours"))
-        elif e.kind == "noise_calibrated":
-            try:
-                report.noise = NoiseModel.model_validate(p)
-            except ValidationError:
-                report.noise = None
-        elif e.kind == "campaign_stopped":
-            report.stopped, report.stop_reason = True, p.get("reason")
-            report.evidence = [str(x) for x in p.get("evidence") or []]
-        if trial is None:
-            continue
-        if e.kind == "trial_started":
-            started[trial] = str(p.get("role") or _role(trial, {}))
-        if _role(trial, started) == "candidate" or e.kind == "candidate_proposed":
-            _fold_candidate(cands.setdefault(trial, CandidateRow(trial=trial)), e)
-            if e.kind == "pr_merged":
-                merged.append(trial)
-        elif e.kind in ("trial_started", "trial_finished"):
-            run = runs.setdefault(trial, RunRow(trial=trial, role=_role(trial, started)))
-            run.role = _role(trial, started)
-            if e.kind == "trial_finished":
-                run.status, run.score = p.get("status"), _float(p.get("score"))
-                run.device_seconds += _charge(e)
-                run.profile = p.get("profile") if isinstance(p.get("profile"), dict) else None
-    state = fold(report.campaign, events)  # the numbers every other surface prints
-    report.candidates = list(cands.values())
-    report.runs = list(runs.values())
-    report.device_seconds = state.spent_device_seconds
-    report.device_hours = report.device_seconds / 3600
-    if report.noise is not None:
-        report.incumbent.append(IncumbentStep(trial="baseline", score=report.noise.mean))
-    for trial in merged:
-        score = state.winner_score(trial)  # the mean of its runs, as the judgement used
-        if score is not None:
-            report.incumbent.append(IncumbentStep(trial=trial, score=score))
-    report.speedup = state.speedup
-    if merged:
-        report.final_trial = merged[-1]
-        tuned = cands[merged[-1]].recipe_text
-        base = opened.get("recipe_text")
-        if tuned is not None and base is not None:
-            path = opened.get("recipe_path") or "recipe.yaml"
-            lines = difflib.unified_diff(
-                str(base).splitlines(), tuned.splitlines(), f"baseline/{path}", f"tuned/{path}"
+    """The report of one campaign's events (a partial campaign too): ``report_of`` its fold."""
+    return report_of(fold(events[0].campaign if events else "", events))
+
+
+def report_of(state: CampaignState) -> CampaignReport:
+    """Every row and number of the report, read from ``CampaignState``: the same fold, and so
+    the same speedup and spend, as the console, the campaign comment and ``/attune status``."""
+    params, stopped = state.params, state.stopped or {}
+    report = CampaignReport(
+        campaign=state.campaign,
+        baseline=params.baseline if params else None,
+        recipe_path=params.recipe_path if params else None,
+        budget_device_hours=params.budget_device_hours if params else None,
+        noise=state.noise,
+        order=list(state.trials),
+        speedup=state.speedup,
+        device_seconds=state.spent_device_seconds,
+        device_hours=state.spent_device_seconds / 3600,
+        stopped=state.stopped is not None,
+        stop_reason=stopped.get("reason"),
+        evidence=[str(x) for x in stopped.get("evidence") or []],
+    )
+    for record in state.trials.values():
+        if record.role == "candidate":
+            report.candidates.append(_candidate_row(record))
+        elif record.started or record.finished is not None:
+            finished = record.finished or {}
+            report.runs.append(
+                RunRow(
+                    trial=record.trial,
+                    role=record.role or "other",
+                    status=finished.get("status"),
+                    score=_float(finished.get("score")),
+                    device_seconds=record.device_seconds,
+                    profile=finished.get("profile"),
+                )
             )
-            report.recipe_diff = "\n".join(line.rstrip("\n") for line in lines)
+    if state.noise is not None:
+        report.incumbent.append(IncumbentStep(trial="baseline", score=state.noise.mean))
+    merged = [t for t in state.candidates if t.merged_sha is not None]
+    for record in merged:
+        score = state.winner_score(record.trial)  # the mean of its runs, as judged
+        if score is not None:
+            report.incumbent.append(IncumbentStep(trial=record.trial, score=score))
+    if merged and params is not None:
+        report.final_trial = merged[-1].trial
+        path = params.recipe_path
+        lines = difflib.unified_diff(
+            params.recipe_text.splitlines(),
+            state.incumbent_recipe_text.splitlines(),
+            f"baseline/{path}",
+            f"tuned/{path}",
+        )
+        report.recipe_diff = "\n".join(line.rstrip("\n") for line in lines)
     return report
 
 
-def _fold_candidate(row: CandidateRow, e: LedgerEvent) -> None:
-    p = e.payload
-    if e.kind == "candidate_proposed":
-        row.lever = " + ".join(str(k) for k in p.get("lever") or [])
-        row.changes = {str(k): list(v) for k, v in (p.get("changes") or {}).items()}
-        row.hypothesis = Hypothesis(
+def _candidate_row(record: TrialRecord) -> CandidateRow:
+    p, finished, judged = record.proposal or {}, record.finished or {}, record.judged or {}
+    refused = record.refused or {}
+    return CandidateRow(
+        trial=record.trial,
+        pr=record.pr,
+        lever=" + ".join(str(k) for k in p.get("lever") or []),
+        changes={str(k): list(v) for k, v in (p.get("changes") or {}).items()},
+        hypothesis=Hypothesis(
             bottleneck=str(p.get("bottleneck") or ""),
             mechanism=str(p.get("mechanism") or ""),
             expected_gain_pct=_float(p.get("expected_gain_pct")),
             sources=[str(s) for s in p.get("sources") or []],
-        )
-        text = p.get("recipe_text")
-        row.recipe_text = str(text) if text is not None else None
-    elif e.kind == "pr_opened":
-        row.pr = int(p["pr"]) if p.get("pr") is not None else None
-    elif e.kind == "gate_checked":
-        row.verdict = p.get("verdict")
-        row.findings = [f for f in p.get("findings") or [] if isinstance(f, dict)]
-    elif e.kind == "launch_refused":
-        row.refusal_reason, row.refusal = p.get("reason"), str(p.get("message") or "")
-    elif e.kind == "trial_finished":
-        row.status, row.score = p.get("status"), _float(p.get("score"))
-        row.device_seconds += _charge(e)
-    elif e.kind == "trial_judged":
-        row.decision, row.reason = p.get("decision"), p.get("reason")
-        row.gain = _float(p.get("gain"))
-        if row.score is None:
-            row.score = _float(p.get("score"))
-    elif e.kind == "pr_merged":
-        row.merged = True
-    elif e.kind == "pr_closed":
-        row.closed = True
+        ),
+        recipe_text=p.get("recipe_text"),
+        verdict=record.gate_verdict,
+        findings=record.gate_findings,
+        refusal_reason=refused.get("reason"),
+        refusal=refused.get("message"),
+        status=finished.get("status"),
+        score=_float(
+            next((v for v in (finished.get("score"), judged.get("score")) if v is not None), None)
+        ),
+        gain=_float(judged.get("gain")),
+        decision=judged.get("decision"),
+        reason=judged.get("reason"),
+        merged=record.merged_sha is not None,
+        closed=record.closed,
+        device_seconds=record.device_seconds,
+    )
 
 
 def _value(value: Any) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -23,19 +22,6 @@ class LaunchRefusal(BaseModel):
     """One user-facing sentence with the numbers behind the refusal."""
 
 
-class CampaignCost(BaseModel):
-    """What a campaign has run and spent so far."""
-
-    trials: int
-    """Finished trials, whatever their status."""
-    device_seconds: float
-    device_hours: float
-    by_status: dict[str, int]
-    """Finished trials per status (ok, failed, oom, timeout, nan)."""
-    budget_device_hours: float | None
-    """Budget from the ``campaign_opened`` event; None when it set none."""
-
-
 def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
     """The ``trial_finished`` payload for one benchmark run: what it was and what it cost."""
     return {
@@ -53,12 +39,14 @@ def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
 
 
 def trial_charge(event: LedgerEvent) -> float:
-    """Device-seconds one ``trial_finished`` event charges: (release - allocation) x devices.
+    """Device-seconds one ``trial_finished`` event charges (``charge``)."""
+    return charge(event.payload)
 
-    Recomputed from the times rather than trusting ``device_seconds``, so the charge always
-    follows the rule; a payload with only ``device_seconds`` (no times) is charged that.
-    """
-    p = event.payload
+
+def charge(p: dict[str, Any]) -> float:
+    """Device-seconds a ``trial_finished`` payload charges: (release - allocation) x devices:
+    the one formula of spend. Recomputed from the times rather than trusting
+    ``device_seconds``; a payload with only ``device_seconds`` (no times) is charged that."""
     if "allocated_at" in p and "released_at" in p and "devices" in p:
         return max(0.0, float(p["released_at"]) - float(p["allocated_at"])) * int(p["devices"])
     return float(p["device_seconds"])
@@ -138,25 +126,3 @@ def check_launch(
             ),
         )
     return None
-
-
-def campaign_summary(events: Iterable[LedgerEvent]) -> CampaignCost:
-    """Trials, spend and budget of one campaign, for the cost comment and the report."""
-    events = list(events)
-    finished = _finished(events)
-    spent = spent_device_seconds(finished)
-    budget = next(
-        (
-            float(e.payload["budget_device_hours"])
-            for e in events
-            if e.kind == "campaign_opened" and e.payload.get("budget_device_hours") is not None
-        ),
-        None,
-    )
-    return CampaignCost(
-        trials=len(finished),
-        device_seconds=spent,
-        device_hours=spent / 3600,
-        by_status=dict(Counter(str(e.payload.get("status")) for e in finished)),
-        budget_device_hours=budget,
-    )

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
+from bot.campaign_state import fold
 from gate.budget import (
-    CampaignCost,
-    campaign_summary,
     check_launch,
     failed_fingerprints,
     forecast_device_seconds,
@@ -159,31 +158,6 @@ def test_overspent_campaign_reports_nothing_left() -> None:
     assert refusal.message == "forecast 0.010 device-hours exceeds the 0.000 left of 0.100"
 
 
-def test_campaign_summary() -> None:
-    log = (
-        _Events()
-        .add("campaign_opened", {"budget_device_hours": 0.5, "baseline": "base"})
-        .trial(1800, devices=2)
-        .trial(360, status="oom", fingerprint="a")
-        .trial(360, status="oom", fingerprint="b")
-        .add("launch_refused", {"reason": "budget"})
-    )
-    assert campaign_summary(log.events) == CampaignCost(
-        trials=3,
-        device_seconds=4320.0,
-        device_hours=1.2,
-        by_status={"ok": 1, "oom": 2},
-        budget_device_hours=0.5,
-    )
-
-
-def test_campaign_summary_without_budget_or_trials() -> None:
-    summary = campaign_summary(_Events().add("campaign_opened", {"baseline": "base"}).events)
-    assert summary == CampaignCost(
-        trials=0, device_seconds=0.0, device_hours=0.0, by_status={}, budget_device_hours=None
-    )
-
-
 @pytest.mark.parametrize("status", ["ok", "oom"])
 def test_trial_result_charged_through_a_real_ledger(tmp_path: Path, status: str) -> None:
     result = TrialResult(
@@ -202,6 +176,6 @@ def test_trial_result_charged_through_a_real_ledger(tmp_path: Path, status: str)
         ledger.append("other", "trial_finished", finished)
         events = ledger.events("c1")
     assert spent_device_seconds(events) == result.device_seconds == 61.0
-    summary = campaign_summary(events)
-    assert (summary.trials, summary.by_status) == (1, {status: 1})
+    state = fold("c1", events)
+    assert state.runs_by_status == {status: 1} and state.spent_device_seconds == 61.0
     assert failed_fingerprints(events) == (set() if status == "ok" else {"abc123"})

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from bot.campaign_state import fold
 from bot.executor import LocalExecutor, TrialOutcome
-from gate.budget import campaign_summary, forecast_device_seconds, spent_device_seconds
+from gate.budget import forecast_device_seconds, spent_device_seconds
 from gate.ledger import Ledger, LedgerEvent
 from gate.models import EffectiveConfig, Recipe
 from gate.registry import Registry
@@ -171,18 +172,17 @@ def test_budget_refusal_charges_nothing(campaign: Campaign) -> None:
         assert campaign.kinds(trial, camp) == ["gate_checked", "launch_refused"]
         assert campaign.events(trial, camp)[-1].payload["reason"] == "budget"
         assert not campaign.trial_dir(trial).exists()
-    poor = campaign_summary(campaign.ledger.events("poor"))
-    assert poor.trials == 0 and poor.device_seconds == 0.0
+    poor = fold("poor", campaign.ledger.events("poor"))
+    assert poor.runs_by_status == {} and poor.spent_device_seconds == 0.0
 
 
 def test_charges_sum_to_the_runs(campaign: Campaign) -> None:
     results = [o.result for o in campaign.outcomes.values() if o.result is not None]
     assert sorted(r.status for r in results) == ["failed", "ok", "ok"]
-    summary = campaign_summary(campaign.ledger.events(CAMPAIGN))
-    assert summary.trials == 3
-    assert summary.by_status == {"ok": 2, "failed": 1}
-    assert summary.device_seconds == pytest.approx(sum(r.device_seconds for r in results))
-    assert summary.device_seconds > 0
+    state = fold(CAMPAIGN, campaign.ledger.events(CAMPAIGN))
+    assert state.runs_by_status == {"ok": 2, "failed": 1}
+    assert state.spent_device_seconds == pytest.approx(sum(r.device_seconds for r in results))
+    assert state.spent_device_seconds > 0
 
 
 def test_ledger_verifies_and_refuses_raw_edits(campaign: Campaign) -> None:
@@ -203,5 +203,5 @@ def test_ledger_verifies_and_refuses_raw_edits(campaign: Campaign) -> None:
         conn.close()
     after = campaign.ledger.verify()
     assert after.ok and after.checked == report.checked
-    charged = campaign_summary(campaign.ledger.events(CAMPAIGN)).device_seconds
+    charged = fold(CAMPAIGN, campaign.ledger.events(CAMPAIGN)).spent_device_seconds
     assert charged > 0

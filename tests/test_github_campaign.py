@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from bot.campaign_state import fold
-from gate.budget import campaign_summary
 from gate.ledger import Ledger
 from tests.fakegithub import FakeGitHub
 from tests.github_harness import (
@@ -100,7 +99,7 @@ def test_a_comment_runs_a_campaign_end_to_end(tmp_path: Path) -> None:
         assert marked[0].updated_at > marked[0].created_at
         spent = re.search(r"\*\*Budget:\*\* ([0-9.]+) of", marked[0].body)
         assert spent is not None
-        total = campaign_summary(events).device_hours
+        total = fold(events[0].campaign, events).spent_device_seconds / 3600
         assert float(spent.group(1)) == pytest.approx(total, abs=5e-5)
 
         operator = {"Authorization": f"Bearer {OPERATOR}"}

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bot.campaign_state import fold
+from bot.commands.ledger import ledger_show
 from bot.commands.tune import summarize
 from bot.console import console
 from bot.github.service import GitHubCampaigns
@@ -356,3 +357,7 @@ def test_every_surface_prints_the_same_speedup(tmp_path: Path) -> None:
     with console.capture() as captured:
         summarize(state, tmp_path / "report.md")
     assert shown in captured.get()
+    with console.capture() as captured:
+        assert ledger_show(tmp_path / "ledger.db", campaign="tune-1") == 0
+    assert shown in captured.get()
+    assert f"{state.spent_device_seconds:.1f} device-seconds" in captured.get()

@@ -1,12 +1,13 @@
-"""``attune ledger verify|show``: check the hash chain; print events and GPU-hours."""
+"""``attune ledger verify|show``: check the hash chain; print events, GPU-hours and the speedup
+(from ``CampaignState``, like every other surface)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from bot.campaign_state import fold
 from bot.console import console
 from bot.render import cost_line, ledger_table
-from gate.budget import campaign_summary
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 
@@ -37,5 +38,5 @@ def ledger_show(path: Path, *, campaign: str | None) -> int:
         for name in campaigns:
             events = ledger.events(name)
             console.print(ledger_table(events))
-            console.print(f"{name}: {cost_line(campaign_summary(events))}")
+            console.print(f"{name}: {cost_line(fold(name, events))}")
     return 0

@@ -9,7 +9,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from bot.campaign_state import CampaignState
-from gate.budget import CampaignCost
 from gate.ledger import LedgerEvent
 from gate.models import GateReport, NoiseModel, TrialResult
 
@@ -96,17 +95,20 @@ def ledger_table(events: list[LedgerEvent]) -> Table:
     return table
 
 
-def cost_line(cost: CampaignCost) -> str:
-    budget = (
-        f" of {cost.budget_device_hours:.4f} budgeted"
-        if cost.budget_device_hours is not None
-        else ""
+def cost_line(state: CampaignState) -> str:
+    """Runs, their statuses, spend against the budget and the speedup: ``attune ledger show``'s
+    summary of one campaign, from the one fold."""
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(state.runs_by_status.items())) or "none"
+    runs = sum(state.runs_by_status.values())
+    spent = state.spent_device_seconds
+    line = (
+        f"{runs} trial(s) ({statuses}): {spent:.1f} device-seconds = {spent / 3600:.4f} GPU-hours"
     )
-    statuses = ", ".join(f"{n} {s}" for s, n in sorted(cost.by_status.items())) or "none"
-    return (
-        f"{cost.trials} trial(s) ({statuses}): {cost.device_seconds:.1f} device-seconds = "
-        f"{cost.device_hours:.4f} GPU-hours{budget}"
-    )
+    if state.params is not None:
+        line += f" of {state.params.budget_device_hours:.4f} budgeted"
+    if state.speedup is not None:
+        line += f"; incumbent {state.incumbent}, {state.speedup:.2f}x the baseline"
+    return line
 
 
 # --- pull request and comment text (the forge renders the marker as a hidden comment) ---
