@@ -121,7 +121,7 @@ class Campaign(CandidateSteps):
             self.stop("max_trials", [f"{params.max_trials} candidates tried"])
             return
         view = self.view(state)
-        decision = self.agent.decide(view, self.fingerprint_of(state), self.tried(state))
+        decision = self.agent.decide(view, self.fingerprint_of(state), state.tried)
         if isinstance(decision, Stop):
             self.stop(decision.reason, decision.evidence)
         elif isinstance(decision, ProfileRequest):
@@ -149,13 +149,6 @@ class Campaign(CandidateSteps):
             )
 
     # --- what the agent sees ---
-
-    def tried(self, state: CampaignState) -> set[str]:
-        return {
-            e.payload["fingerprint"]
-            for e in self.ledger.events(self.name)
-            if e.kind in ("trial_started", "gate_checked")
-        }
 
     def fingerprint_of(self, state: CampaignState) -> Any:
         incumbent = state.incumbent_recipe_text

@@ -77,6 +77,8 @@ class CampaignState(BaseModel):
     spent_device_seconds: float = 0.0
     profile_requests: dict[str, str] = Field(default_factory=dict)
     """Profile trial id -> incumbent it profiles."""
+    tried: set[str] = Field(default_factory=set)
+    """Fingerprints of every effective config gated or started: the agent never repeats one."""
     acting_for: str | None = None
     """Who the campaign acts for: the user who started it, or who last resumed it."""
 
@@ -183,9 +185,11 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         record.base_sha = state.pinned_sha
     elif kind == "gate_checked":
         record.gate_verdict, record.gate_findings = p["verdict"], p["findings"]
+        state.tried.add(p["fingerprint"])
     elif kind == "launch_refused":
         record.refused = p
     elif kind == "trial_started":
+        state.tried.add(p["fingerprint"])
         record.role = record.role or p["role"]
         record.started, record.launch, record.finished = True, None, None
     elif kind == "trial_launched":
