@@ -28,7 +28,7 @@ StopReason = Literal[
 ]
 """Why a campaign ended; ``requested``, ``head_moved``, ``permission``, ``error``: GitHub mode."""
 Decision = Literal["merge", "close"]
-RefusalReason = Literal["budget", "failed_rerun", "gate_check"]
+RefusalReason = Literal["budget", "failed_rerun", "gate_check", "predicted_oom"]
 
 
 class Event(BaseModel):

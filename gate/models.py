@@ -15,7 +15,10 @@ KeyClass = Literal["layout", "semantic", "known_bug", "unknown"]
 Verdict = Literal["allow", "reject", "review"]
 """Pre-launch outcome: launch, refuse, or launch but flag for a human."""
 
-TrialStatus = Literal["ok", "failed", "oom", "timeout", "nan"]
+TrialStatus = Literal["ok", "failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died"]
+"""How a run ended. ``timeout``: past its wall-clock limit; ``hang``: no step line for too
+long; ``comm_timeout``: a collective timed out (NCCL watchdog); ``rank_died``: one rank
+exited and took the job down; ``oom``: out of device or host memory."""
 """How a benchmark run ended."""
 
 
@@ -133,17 +136,29 @@ class StepRecord(BaseModel):
     """1-based step number."""
     loss: float
     """Mean loss over the global batch (all ranks, all micro-batches)."""
-    grad_norm: float
-    """Global L2 norm of the gradients before clipping."""
+    grad_norm: float | None
+    """Global L2 norm of the gradients before clipping; None where the framework logged none
+    (a skipped step)."""
     tokens: int
     """Tokens processed by all devices in this step."""
     step_seconds: float
     """Wall time of the step, measured after the last collective of the step."""
     peak_memory_bytes: int
-    """Peak resident memory of the rank-0 process so far (bytes)."""
+    """Peak memory so far (bytes): resident memory of rank 0 for the embedded workload, the
+    largest max-allocated device memory any rank reported for a GPU framework."""
+    skipped: bool = False
+    """The framework skipped this step's update (fp16 loss-scale overflow): reported, never
+    scored."""
+    nan_iterations: int = 0
+    """Iterations the framework itself counted as NaN in this step."""
+    framework_tflops: float | None = None
+    """TFLOP/s per device as the framework reports it: a cross-check, never the score."""
+    framework_tokens_per_second: float | None = None
+    """Tokens/s per device as the framework reports it: a cross-check, never the score."""
 
     def finite(self) -> bool:
-        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
+        grad_ok = self.grad_norm is None or math.isfinite(self.grad_norm)
+        return math.isfinite(self.loss) and grad_ok and self.nan_iterations == 0
 
 
 class ProfileBreakdown(BaseModel):

@@ -10,12 +10,13 @@ from gate.models import StepRecord
 def tokens_per_second_per_device(
     steps: Sequence[StepRecord], *, warmup: int, devices: int
 ) -> float:
-    """Tokens over wall seconds of the steps after ``warmup``, divided by ``devices``.
+    """Tokens over wall seconds of the steps after ``warmup``, divided by ``devices``; a step
+    the framework skipped (fp16 loss-scale overflow) is not scored.
 
     This is the mean rate over the scored window (total tokens / total time), so a slow step
     weighs by its duration, as it does in a real run. Raises ValueError when no step is scored.
     """
-    scored = [s for s in steps if s.step > warmup]
+    scored = [s for s in steps if s.step > warmup and not s.skipped]
     if not scored:
         raise ValueError(f"no steps after the {warmup} warm-up steps to score")
     if devices < 1:
