@@ -225,7 +225,7 @@ class ActionsPlayer:
     def _bench_run(self, dispatch: Any) -> tuple[dict[str, str], str, str]:
         """(the bench action's inputs, the artifact's name, its file name) of a dispatch, read
         from the dispatched workflow at the dispatch's ref."""
-        from tests.fakegithub.actions import render_expression
+        from tests.fakegithub.state import render_expression
 
         doc, step, steps = self._workflow_step(dispatch.ref, dispatch.workflow, self.BENCH_ACTION)
         triggers = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as True

@@ -1,11 +1,9 @@
-"""A local GitHub for tests: a real HTTP server the bot's PyGithub code talks to.
+"""A local GitHub for tests: a real HTTP server the bot's PyGithub code talks to, over a real git
+repository, checked against GitHub's own REST description and recorded webhook deliveries.
 
-* ``server.FakeGitHub``: start/stop (or ``with``), ``.url``, App credentials
-  (``app_id``, ``private_key_pem``, ``installation_id``), request log and violations;
-* ``state`` / ``actions``: the in-memory GitHub and the Python API tests arrange and inspect it
-  with (documented in those modules);
-* ``openapi``: validation against GitHub's own REST description (``tests/fixtures/github``);
-* ``webhooks``: webhook payloads built from recorded deliveries, signed and delivered.
+``server.FakeGitHub`` serves it (handlers.py: the endpoints; render.py: the bodies); state.py
+is the Python API tests arrange and inspect it with; gitstore.py is its git; openapi.py the
+description; webhooks.py builds and delivers signed webhook payloads.
 """
 
 from .openapi import fixtures_dir, load_spec

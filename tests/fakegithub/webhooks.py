@@ -1,16 +1,11 @@
-"""Webhook deliveries as GitHub sends them, built from recorded payloads and the fake's state.
-
-Each builder starts from a recorded delivery in the fixtures' ``webhooks/`` folder, re-points
-its URLs at the fake, and overwrites every field the fake knows (repository, installation,
-sender, issue/pull request/comment/run ids, shas and URLs) with the same bodies the REST API
-returns. ``FakeGitHub.webhooks`` is a ``Webhooks`` bound to that fake::
+"""Webhook deliveries as GitHub sends them: a recorded delivery (the fixtures' ``webhooks/``)
+relinked to the fake, its repository, sender, installation and subject filled in from the same
+bodies the REST API answers with. ``fake.webhooks`` builds them for one fake::
 
     payload = fake.webhooks.issue_comment(pr_number, "alice", "/attune tune")
     payload = fake.webhooks.pull_request("opened", number)
     payload = fake.webhooks.workflow_run_completed(run_id)
-    response = deliver(url, "issue_comment", payload, secret)   # or fake.webhooks.deliver(...)
-
-``sign(body, secret)`` is the ``X-Hub-Signature-256`` value.
+    response = fake.webhooks.deliver(url, "issue_comment", payload, secret)
 """
 
 from __future__ import annotations
@@ -25,50 +20,22 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .openapi import fixtures_dir
-from .render import fit, node_id, retarget_hosts
-from .render_actions import Renderer
+from .render import Renderer, fit, hosted, node_id, relink
 
 if TYPE_CHECKING:
     from .server import FakeGitHub
 
-HOOKSHOT_AGENT = "GitHub-Hookshot/7b3d2f1"
-
 
 @cache
-def _recorded(path: str) -> str:
-    return Path(path).read_text(encoding="utf-8")
-
-
-def recorded(name: str, fixtures: Path | None = None) -> dict[str, Any]:
-    """A fresh copy of ``webhooks/<name>`` from the fixtures."""
-    folder = (fixtures or fixtures_dir()) / "webhooks"
-    payload: dict[str, Any] = json.loads(_recorded(str(folder / name)))
-    return payload
+def recorded(path: Path, base: str) -> tuple[str, str]:
+    """A recorded delivery's repository and text, hosts swapped for ``base``."""
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    return payload["repository"]["full_name"], hosted(payload, base)
 
 
 def sign(body: bytes, secret: str) -> str:
-    """``X-Hub-Signature-256``: ``sha256=`` + HMAC-SHA256 of the raw body."""
+    """``X-Hub-Signature-256``: ``sha256=`` and the HMAC-SHA256 of the raw body."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def encode(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload).encode("utf-8")
-
-
-def delivery_headers(
-    event: str, body: bytes, secret: str, extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The headers GitHub sends with a delivery."""
-    return {
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature": "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest(),
-        "X-Hub-Signature-256": sign(body, secret),
-        "Content-Type": "application/json",
-        "User-Agent": HOOKSHOT_AGENT,
-        **(extra or {}),
-    }
 
 
 def deliver(
@@ -80,10 +47,18 @@ def deliver(
     client: httpx.Client | None = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
-    """POST ``payload`` to ``url`` the way GitHub delivers ``event``. ``client`` may be any
-    httpx client (a Starlette ``TestClient`` too, with ``url`` then a path)."""
-    body = encode(payload)
-    sent = delivery_headers(event, body, secret, headers)
+    """POST ``payload`` to ``url`` as GitHub delivers ``event``; ``client``: any httpx client
+    (a Starlette ``TestClient`` too, ``url`` then a path)."""
+    body = json.dumps(payload).encode()
+    sent = {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature": "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest(),
+        "X-Hub-Signature-256": sign(body, secret),
+        "Content-Type": "application/json",
+        "User-Agent": "GitHub-Hookshot/7b3d2f1",
+        **(headers or {}),
+    }
     if client is not None:
         return client.post(url, content=body, headers=sent)
     with httpx.Client(timeout=30) as fresh:
@@ -91,95 +66,77 @@ def deliver(
 
 
 class Webhooks:
-    """Payload builders bound to one fake (``fake.webhooks``)."""
+    """Payload builders bound to one fake."""
 
     def __init__(self, fake: FakeGitHub) -> None:
         self.fake = fake
 
-    def _render(self) -> Renderer:
-        return Renderer(self.fake, self.fake.spec, self.fake.url)
-
-    def _common(self, payload: dict[str, Any], repo: str, sender: str) -> dict[str, Any]:
-        render = self._render()
-        target = self.fake.repo(repo)
-        if self.fake.user(target.owner).type != "Organization":
-            payload.pop("organization", None)
-        payload["repository"] = fit(payload["repository"], render.repo(target))
+    def _payload(
+        self, name: str, repo: str, sender: str, ids: dict[str, str]
+    ) -> tuple[dict[str, Any], Renderer]:
+        """The recording ``name`` relinked (``ids`` and its repository's name), with this
+        fake's repository, sender and installation."""
+        render = self.fake.render
+        recorded_repo, text = recorded(self.fake.fixtures / "webhooks" / name, render.base)
+        payload: dict[str, Any] = relink(text, {recorded_repo: repo, **ids})
+        payload.pop("organization", None)  # the fake's owners are users
+        payload["repository"] = fit(payload["repository"], render.repo(self.fake.repo(repo)))
         payload["sender"] = fit(payload["sender"], render.user(sender))
         installation = self.fake.installation_id
         payload["installation"] = {
             "id": installation,
             "node_id": node_id("IntegrationInstallation", installation),
         }
-        return payload
+        return payload, render
 
     def issue_comment(
-        self,
-        pr_number: int,
-        user: str,
-        body: str,
-        action: str = "created",
-        comment_id: int | None = None,
-        repo: str | None = None,
+        self, pr_number: int, user: str, body: str, action: str = "created", repo: str | None = None
     ) -> dict[str, Any]:
-        """``issue_comment`` on pull request ``pr_number``. ``created`` (without
-        ``comment_id``) first adds the comment to the state, as GitHub would have."""
+        """``issue_comment`` on a pull request; the comment is added to the state first, as on
+        GitHub."""
         with self.fake.lock:
-            full = self.fake.repo(repo).full_name
-            pr = self.fake.pull(pr_number, full)
-            changes: dict[str, Any] | None = None
-            if comment_id is None:
-                comment = self.fake.add_comment(pr_number, body, user, full)
-            else:
-                comment = self.fake.comment(comment_id)
-                if action == "edited" and comment.body != body:
-                    changes = {"body": {"from": comment.body}}
-                    comment.body = body
-            render = self._render()
-            payload = retarget_hosts(
-                recorded("issue_comment.created.pull_request.json", self.fake.fixtures), render.base
+            pr = self.fake.pull(pr_number, repo)
+            comment = self.fake.add_comment(pr_number, body, user, pr.repo)
+            ids = {"2": str(pr.number), "222": str(comment.id)}
+            payload, render = self._payload(
+                "issue_comment.created.pull_request.json", pr.repo, user, ids
             )
+            pull = render.pull(pr)
             payload["action"] = action
-            payload["issue"] = fit(payload["issue"], render.issue(pr))
+            payload["issue"] = fit(
+                payload["issue"],
+                {k: v for k, v in pull.items() if k not in ("id", "node_id", "url")},
+            )
+            payload["issue"]["pull_request"]["merged_at"] = pull["merged_at"]
             payload["comment"] = fit(payload["comment"], render.comment(comment))
-            if changes is not None:
-                payload["changes"] = changes
-            return self._common(payload, full, user)
+            return payload
 
     def pull_request(
         self, action: str, number: int, sender: str | None = None, repo: str | None = None
     ) -> dict[str, Any]:
-        """``pull_request`` ``action`` for pull request ``number`` (the recorded delivery of
-        that action when there is one, else the ``opened`` one relabelled)."""
+        """``pull_request`` ``action`` (the recording of that action, else of ``opened``)."""
         with self.fake.lock:
-            full = self.fake.repo(repo).full_name
-            pr = self.fake.pull(number, full)
+            pr = self.fake.pull(number, repo)
             name = f"pull_request.{action}.json"
             if not (self.fake.fixtures / "webhooks" / name).exists():
                 name = "pull_request.opened.json"
-            render = self._render()
-            payload = retarget_hosts(recorded(name, self.fake.fixtures), render.base)
-            payload["action"] = action
-            payload["number"] = number
-            payload["pull_request"] = fit(payload["pull_request"], render.pull(pr))
-            if action == "synchronize":
-                parents = self.fake.get_commit(pr.head_sha).parents
-                payload["before"] = parents[0] if parents else pr.head_sha
-                payload["after"] = pr.head_sha
-            return self._common(payload, full, sender or pr.user)
+            payload, render = self._payload(name, pr.repo, sender or pr.user, {"2": str(number)})
+            payload.update(
+                action=action,
+                number=number,
+                pull_request=fit(payload["pull_request"], render.pull(pr)),
+            )
+            return payload
 
     def workflow_run_completed(self, run_id: int) -> dict[str, Any]:
-        """``workflow_run`` ``completed`` for a run (complete it first with ``complete_run``)."""
+        """``workflow_run`` ``completed`` (complete the run first with ``complete_run``)."""
         with self.fake.lock:
             run = self.fake.run(run_id)
-            render = self._render()
-            payload = retarget_hosts(
-                recorded("workflow_run.completed.json", self.fake.fixtures), render.base
-            )
+            payload, render = self._payload("workflow_run.completed.json", run.repo, run.actor, {})
             payload["workflow_run"] = fit(payload["workflow_run"], render.workflow_run(run))
             workflow = next(w for w in self.fake.workflows(run.repo) if w.id == run.workflow_id)
             payload["workflow"] = fit(payload["workflow"], render.workflow(workflow))
-            return self._common(payload, run.repo, run.actor)
+            return payload
 
     def deliver(
         self,
@@ -191,13 +148,12 @@ class Webhooks:
         client: httpx.Client | None = None,
         delivery: str | None = None,
     ) -> httpx.Response:
-        """``deliver`` with the App hook headers (``X-GitHub-Hook-Installation-Target-*``);
-        ``delivery`` fixes the ``X-GitHub-Delivery`` id (a redelivery reuses it)."""
-        extra = {
+        """``deliver`` with an App hook's headers; ``delivery`` fixes ``X-GitHub-Delivery`` (a
+        redelivery reuses it)."""
+        headers = {
             "X-GitHub-Hook-ID": "1",
             "X-GitHub-Hook-Installation-Target-Type": "integration",
             "X-GitHub-Hook-Installation-Target-ID": str(self.fake.app_id),
         }
-        if delivery is not None:
-            extra["X-GitHub-Delivery"] = delivery
-        return deliver(url, event, payload, secret, client=client, headers=extra)
+        headers |= {"X-GitHub-Delivery": delivery} if delivery else {}
+        return deliver(url, event, payload, secret, client=client, headers=headers)
