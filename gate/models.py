@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 KeyClass = Literal["layout", "semantic", "known_bug", "unknown"]
 """How the registry classifies a configuration key."""
@@ -134,8 +134,9 @@ class StepRecord(BaseModel):
 
     step: int
     """1-based step number."""
-    loss: float
-    """Mean loss over the global batch (all ranks, all micro-batches)."""
+    loss: float | None
+    """Mean loss over the global batch (all ranks, all micro-batches); None for a step the
+    framework skipped (no update, no loss accumulated)."""
     grad_norm: float | None
     """Global L2 norm of the gradients before clipping; None where the framework logged none
     (a skipped step)."""
@@ -157,8 +158,23 @@ class StepRecord(BaseModel):
     """Tokens/s per device as the framework reports it: a cross-check, never the score."""
 
     def finite(self) -> bool:
+        loss_ok = self.loss is None or math.isfinite(self.loss)
         grad_ok = self.grad_norm is None or math.isfinite(self.grad_norm)
-        return math.isfinite(self.loss) and grad_ok and self.nan_iterations == 0
+        return loss_ok and grad_ok and self.nan_iterations == 0
+
+
+class RankBreakdown(BaseModel):
+    """One rank's split of its profiled steps (from its own trace); fractions sum to 1."""
+
+    rank: int
+    compute: float
+    communication: float
+    memory_copy: float = 0.0
+    cpu: float
+    idle: float
+    step_seconds: float
+    steps: int
+    trace_path: str | None = None
 
 
 class ProfileBreakdown(BaseModel):
@@ -174,6 +190,20 @@ class ProfileBreakdown(BaseModel):
     steps: int
     """How many profiled steps the fractions average over."""
     trace_path: str | None = None
+    memory_copy: float = 0.0
+    """GPU traces: device memcpy/memset not overlapped by kernels (0 for CPU traces)."""
+    ranks: list[RankBreakdown] | None = None
+    """Multi-rank profiles: each rank's own split; the fractions above are their mean."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Payloads of CPU profiles stay as attune 0.1 wrote them (ledger hashes, old readers).
+        data: dict[str, Any] = handler(self)
+        if self.memory_copy == 0.0:
+            data.pop("memory_copy", None)
+        if self.ranks is None:
+            data.pop("ranks", None)
+        return data
 
 
 class TrialResult(BaseModel):
