@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test lint bench bench-webhook bench-gate clean
+.PHONY: setup demo test lint bench bench-webhook bench-gate bench-memory clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,7 +42,7 @@ test: lint
 	$(BIN)/python -m pytest -q --durations=10; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
-bench: setup
+bench: setup bench-memory
 	$(BIN)/python benchmarks/levers.py
 	$(BIN)/python benchmarks/webhook.py
 
@@ -54,6 +54,10 @@ bench-webhook: setup
 # cold `attune gate check` per framework (Megatron target: under 30 s on 2 cores)
 bench-gate: setup
 	$(BIN)/python benchmarks/gate_cold.py --cores 2
+
+# attune's per-device memory prediction vs Megatron-LM's theoretical estimate, 3 example recipes
+bench-memory: setup
+	$(BIN)/python benchmarks/memory_model.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs

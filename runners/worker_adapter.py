@@ -35,6 +35,9 @@ class DistributedRecipe(BaseModel):
     gpus_per_node: int | None = Field(default=None, ge=1)
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the launch; the framework's validation may read some."""
+    device_memory_gib: float | None = Field(default=None, gt=0)
+    """Memory of one device (GiB) for attune's pre-launch memory check (``gate.memory``); the
+    framework never sees it. Unset: what ``gpu_arch`` stands for, its smallest part."""
 
     @model_validator(mode="after")
     def _one_size_form(self) -> Self:
