@@ -9,11 +9,10 @@ and does the next missing thing, so a bot killed anywhere resumes by running aga
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from bot.campaign_state import CampaignState, agent_view
 from bot.candidates import CandidateSteps
-from bot.interfaces import AgentView, ProfileRequest, Stop
+from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Stop
 from bot.recipe_edit import apply_changes
 from gate import noise
 from gate.errors import AttuneError
@@ -121,7 +120,7 @@ class Campaign(CandidateSteps):
             self.stop("max_trials", [f"{params.max_trials} candidates tried"])
             return
         view = self.view(state)
-        decision = self.agent.decide(view, self.fingerprint_of(state), state.tried)
+        decision = self.agent.decide(view, self.probe_of(state), state.tried)
         if isinstance(decision, Stop):
             self.stop(decision.reason, decision.evidence)
         elif isinstance(decision, ProfileRequest):
@@ -150,17 +149,20 @@ class Campaign(CandidateSteps):
 
     # --- what the agent sees ---
 
-    def fingerprint_of(self, state: CampaignState) -> Any:
+    def probe_of(self, state: CampaignState) -> ProbeOf:
         incumbent = state.incumbent_recipe_text
 
-        def fingerprint(changes: dict[str, object]) -> str | None:
+        def probe(changes: dict[str, object]) -> Probe | None:
             try:
                 text = apply_changes(incumbent, changes)
-                return self.executor.resolve(self.recipe(text, "probe")).fingerprint()
+                effective = self.executor.resolve(self.recipe(text, "probe"))
             except AttuneError:
                 return None
+            memory = self.executor.memory_verdict(effective)
+            fits, why = memory if memory is not None else (True, None)
+            return Probe(fingerprint=effective.fingerprint(), fits=fits, memory=why)
 
-        return fingerprint
+        return probe
 
     def view(self, state: CampaignState) -> AgentView:
         incumbent = self.executor.resolve(self.recipe(state.incumbent_recipe_text, "incumbent"))

@@ -30,6 +30,8 @@ class TrialRecord(BaseModel):
     branch: str | None = None
     """The candidate's branch."""
     base_sha: str | None = None
+    predicted_peak_bytes: int | None = None
+    """The memory model's prediction when it was started (GPU frameworks)."""
     """The tuned head the candidate was cut from (the campaign's pinned head then)."""
     gate_verdict: str | None = None
     gate_findings: list[dict[str, Any]] = Field(default_factory=list)
@@ -190,6 +192,7 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
         record.refused = p
     elif kind == "trial_started":
         state.tried.add(p["fingerprint"])
+        record.predicted_peak_bytes = p.get("predicted_peak_bytes")
         record.role = record.role or p["role"]
         record.started, record.launch, record.finished = True, None, None
     elif kind == "trial_launched":

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bot.interfaces import Role
+from bot.memory_guard import MemoryGuard
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
 from gate.ledger import Ledger
@@ -63,6 +64,7 @@ class LocalExecutor:
         self.default_forecast_s = default_forecast_s
         """Forecast of a trial's device-seconds per device before any trial finished."""
         self.backend: Backend = backend or LocalBackend()
+        self.memory = MemoryGuard(ledger, campaign)
 
     def resolve(self, recipe: Recipe) -> EffectiveConfig:
         return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
@@ -71,15 +73,24 @@ class LocalExecutor:
         events = self.ledger.events(self.campaign)
         return budget.forecast_device_seconds(events, default=self.default_forecast_s * devices)
 
+    def memory_verdict(self, effective: EffectiveConfig) -> tuple[bool, str] | None:
+        """Whether the memory model expects ``effective`` to fit the device, and why; None
+        without a model or a known capacity."""
+        return self.memory.verdict(effective)
+
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
-        """Budget and failed-rerun checks; a refusal is written to the ledger."""
+        """Memory, budget and failed-rerun checks; a refusal is written to the ledger."""
         fingerprint = effective.fingerprint()
-        refusal = budget.check_launch(
-            self.ledger.events(self.campaign),
-            budget_device_seconds=self.budget_device_seconds,
-            fingerprint=fingerprint,
-            forecast_device_seconds=self.forecast(effective.devices),
-        )
+        memory = self.memory_verdict(effective)
+        if memory is not None and not memory[0]:
+            refusal: LaunchRefusal | None = LaunchRefusal(reason="predicted_oom", message=memory[1])
+        else:
+            refusal = budget.check_launch(
+                self.ledger.events(self.campaign),
+                budget_device_seconds=self.budget_device_seconds,
+                fingerprint=fingerprint,
+                forecast_device_seconds=self.forecast(effective.devices),
+            )
         if refusal is not None:
             self.ledger.append(
                 self.campaign,
@@ -149,6 +160,9 @@ class LocalExecutor:
                 "devices": effective.devices,
                 "forecast_device_seconds": self.forecast(effective.devices),
                 "profile": profile,
+                "predicted_peak_bytes": getattr(
+                    self.memory.predict(effective), "total_bytes", None
+                ),
             },
         )
 

@@ -154,6 +154,9 @@ class Executor(Protocol):
     def forecast(self, devices: int) -> float:
         """Device-seconds the next trial is expected to cost."""
 
+    def memory_verdict(self, effective: EffectiveConfig) -> tuple[bool, str] | None:
+        """(fits, why) from the memory model; None without a model or a known capacity."""
+
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
         """Budget and failed-rerun checks; a refusal is recorded."""
 
@@ -247,8 +250,19 @@ class AgentView(BaseModel):
     """CPU cores (or devices) the machine offers to one trial."""
 
 
-FingerprintOf = Callable[[dict[str, object]], "str | None"]
-"""Effective-config fingerprint of the incumbent with these changes; None when invalid."""
+class Probe(BaseModel):
+    """What the campaign tells an agent about a move before it proposes it."""
+
+    fingerprint: str
+    """Effective-config fingerprint of the incumbent with the move's changes."""
+    fits: bool = True
+    """False when the memory model predicts the move does not fit the device."""
+    memory: str | None = None
+    """The memory model's one-line verdict (predicted peak, capacity, margin), if it has one."""
+
+
+ProbeOf = Callable[[dict[str, object]], "Probe | None"]
+"""The incumbent with these changes, probed: None when the framework's validation rejects it."""
 
 
 class Agent(Protocol):
@@ -257,7 +271,7 @@ class Agent(Protocol):
     name: str
 
     def decide(
-        self, view: AgentView, fingerprint_of: FingerprintOf, tried: set[str]
+        self, view: AgentView, probe_of: ProbeOf, tried: set[str]
     ) -> Proposal | ProfileRequest | Stop:
         """One lever (or coupled split), a profile request, or a stop with evidence.
         ``tried`` holds the fingerprints of every configuration already launched."""

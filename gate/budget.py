@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
+from gate.events import RefusalReason
 from gate.ledger import LedgerEvent
 from gate.models import TrialResult
 
@@ -17,7 +18,7 @@ from gate.models import TrialResult
 class LaunchRefusal(BaseModel):
     """Why the next trial may not launch."""
 
-    reason: Literal["budget", "failed_rerun", "gate_check"]
+    reason: RefusalReason
     message: str
     """One user-facing sentence with the numbers behind the refusal."""
 
@@ -35,6 +36,7 @@ def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
         "released_at": result.released_at,
         "devices": result.devices,
         "device_seconds": result.device_seconds,
+        "peak_memory_bytes": max((s.peak_memory_bytes for s in result.steps), default=0) or None,
     }
 
 

@@ -161,6 +161,7 @@ class TrialStarted(Event):
     devices: int
     forecast_device_seconds: float
     profile: bool
+    predicted_peak_bytes: int | None = None
 
 
 class HandleRecord(BaseModel):
@@ -184,6 +185,9 @@ class TrialLaunched(Event):
     devices: int
     profile_trace: str | None
     handle: HandleRecord
+    metrics_context: dict[str, int] = Field(default_factory=dict)
+    harness: list[str] = Field(default_factory=list)
+    overridden: list[str] = Field(default_factory=list)
 
 
 class TrialFinished(Event):
@@ -203,6 +207,8 @@ class TrialFinished(Event):
     reconciled: bool = False
     run_id: int | None = None
     """GitHub mode: the workflow run that benchmarked it."""
+    peak_memory_bytes: int | None = None
+    """The largest peak memory its step records report (GPU frameworks: per device)."""
 
 
 class TrialAbandoned(Event):

@@ -26,6 +26,7 @@ launch, a refusal one candidate.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -142,6 +143,23 @@ def observe_oom(
     bound = capacity_bytes / predicted_bytes
     best = bound if calibration.oom_bound is None else max(calibration.oom_bound, bound)
     return calibration.model_copy(update={"oom_bound": best, "ooms": calibration.ooms + 1})
+
+
+def calibration_from(
+    runs: Iterable[tuple[int, int | None, str]], capacity_bytes: int | None
+) -> MemoryCalibration:
+    """The calibration a campaign's finished runs give: (predicted bytes, measured peak bytes
+    or None, status) each. An ``oom`` run is censored at ``capacity_bytes``; an ``ok`` run with
+    a measured peak is exact; others say nothing about memory."""
+    calibration = MemoryCalibration()
+    for predicted, measured, status in runs:
+        if predicted <= 0:
+            continue
+        if status == "oom" and capacity_bytes:
+            calibration = observe_oom(calibration, predicted, capacity_bytes)
+        elif status == "ok" and measured:
+            calibration = observe(calibration, predicted, measured)
+    return calibration
 
 
 def _gib(n: float) -> str:

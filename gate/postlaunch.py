@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from gate.models import TrialResult
+from gate.models import StepRecord, TrialResult
 
 LOSS_TOLERANCE = 0.05
 """Largest relative step-1 loss difference from the baseline (5%)."""
@@ -21,6 +22,12 @@ class PostLaunchReport(BaseModel):
     step1_loss: float | None
     baseline_step1_loss: float
     relative_loss_delta: float | None
+
+
+def first_loss(steps: Sequence[StepRecord]) -> float | None:
+    """The run's "step-1 loss": step 1's, or, when the framework skipped its first steps
+    (fp16 loss-scale overflow logs no loss), the first step's that logged one."""
+    return next((s.loss for s in steps if s.loss is not None), None)
 
 
 def check(

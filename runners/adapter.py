@@ -23,7 +23,20 @@ class LaunchSpec(BaseModel):
     devices: int
     """Devices the launch occupies."""
     profile_trace: str | None = None
-    """Where the launch writes its profiler trace, when profiling."""
+    """Where the launch writes its profiler trace (a file, or a folder of one per rank)."""
+    nodes: int = 1
+    """Machines the launch spans; the local backend runs one."""
+    clean_env: bool = False
+    """Start from an empty environment (``env`` is all the launch sees, besides what the
+    backend needs to start it) instead of the runner's minus ``unset_env``."""
+    hang_timeout_s: float | None = None
+    """No new output for this long and the launch is killed as hung."""
+    metrics_context: dict[str, int] = Field(default_factory=dict)
+    """What the adapter's metrics parser needs beside the log (``seq_length``...)."""
+    harness: list[str] = Field(default_factory=list)
+    """The benchmark harness's own arguments in ``argv`` (the same for every trial)."""
+    overridden: list[str] = Field(default_factory=list)
+    """The recipe's own arguments the harness replaced."""
 
 
 class FrameworkKeys(BaseModel):
@@ -52,12 +65,20 @@ class FrameworkAdapter(Protocol):
         """``resolve`` for several recipes at once (one framework import for all of them)."""
 
     def launch(
-        self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
+        self,
+        recipe: Recipe,
+        effective: EffectiveConfig,
+        *,
+        steps: int,
+        workdir: Path,
+        profile: bool,
     ) -> LaunchSpec:
-        """Write what the launch needs into ``workdir`` and return the command."""
+        """Write what the launch needs into ``workdir`` and return the command: the recipe
+        (resolved as ``effective``) run for ``steps`` benchmark steps."""
 
-    def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
-        """Per-step records from the launch's output; other lines are ignored."""
+    def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:
+        """Per-step records from the launch's output (stdout, then stderr); other lines are
+        ignored. ``context`` is the launch's ``metrics_context``."""
 
     def keys(self) -> FrameworkKeys:
         """Every key the framework's parser defines, for ``attune registry coverage``.

@@ -11,13 +11,16 @@ import math
 import re
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
+from gate.postlaunch import first_loss
 from gate.throughput import tokens_per_second_per_device
 from runners.adapters import get_adapter
 from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
-from runners.profile_trace import breakdown_from_trace
+from runners.log_failures import detect_failure
+from runners.profile_trace import breakdown_from_traces
 
 DEFAULT_STEPS = 12
 DEFAULT_WARMUP = 3
@@ -37,13 +40,25 @@ def _tail(path: str, lines: int = 12) -> str:
 
 
 def classify(
-    outcome: RunOutcome, *, steps_logged: int, steps_wanted: int, nonfinite: bool
+    outcome: RunOutcome,
+    *,
+    steps_logged: int,
+    steps_wanted: int,
+    nonfinite: bool,
+    lines: list[str] | None = None,
 ) -> tuple[TrialStatus, str | None]:
-    """Status and error text of a finished launch."""
+    """Status and error text of a finished launch: the wall-clock limit, a hang, then what the
+    log says of a failed exit (out of memory, a collective timeout, a NaN check, a rank that
+    died: ``log_failures``), then missing steps and NaN/Inf in the step records."""
     log = _tail(outcome.log_path)
     if outcome.timed_out:
         return "timeout", f"killed after the wall-clock limit ({steps_logged} steps logged)"
+    if outcome.hung:
+        return "hang", f"killed: no output for too long after {steps_logged} steps\n{log}"
     if outcome.returncode != 0:
+        found = detect_failure(lines or [], outcome.returncode)
+        if found is not None:
+            return found.status, f"{found.message}\n{log}" if found.message not in log else log
         # SIGKILL with no timeout is what the kernel's OOM killer sends
         if OOM_PATTERN.search(log) or outcome.returncode == -9:
             return "oom", log or "killed by SIGKILL (out of memory?)"
@@ -53,6 +68,18 @@ def classify(
     if nonfinite:
         return "nan", "NaN/Inf loss or gradient norm"
     return "ok", None
+
+
+def _lines(outcome: RunOutcome) -> list[str]:
+    """The launch's output: stdout, then stderr (torchtitan logs its steps on stderr)."""
+    lines: list[str] = []
+    for path in (outcome.stdout_path, outcome.log_path):
+        try:
+            with open(path, errors="replace") as f:
+                lines.extend(f)
+        except OSError:
+            continue
+    return lines
 
 
 class Launch(BaseModel):
@@ -67,6 +94,12 @@ class Launch(BaseModel):
     devices: int
     profile_trace: str | None
     handle: RunHandle
+    metrics_context: dict[str, int] = Field(default_factory=dict)
+    """The adapter's context for parsing the launch's metrics."""
+    harness: list[str] = Field(default_factory=list)
+    """The benchmark harness's own arguments (GPU frameworks)."""
+    overridden: list[str] = Field(default_factory=list)
+    """The recipe's own arguments the harness replaced."""
 
 
 def start_bench(
@@ -84,10 +117,17 @@ def start_bench(
     if warmup < 0 or steps <= warmup:
         raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
     adapter = get_adapter(recipe.framework, path=recipe.path)
+    floor = int(getattr(adapter, "min_warmup", 0))
+    if warmup < floor:
+        raise AttuneError(
+            f"{recipe.framework} needs at least {floor} warm-up steps (its first logged step "
+            f"times are not steady); got --warmup {warmup}",
+            path=recipe.path,
+        )
     effective = effective or adapter.resolve(recipe)
     # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
     workdir = workdir.resolve()
-    spec = adapter.launch(effective, steps=steps, workdir=workdir, profile=profile)
+    spec = adapter.launch(recipe, effective, steps=steps, workdir=workdir, profile=profile)
     handle = (backend or LocalBackend()).start(spec, workdir=workdir, timeout_s=timeout_s)
     return Launch(
         recipe=recipe.name,
@@ -98,26 +138,34 @@ def start_bench(
         devices=spec.devices,
         profile_trace=spec.profile_trace,
         handle=handle,
+        metrics_context=spec.metrics_context,
+        harness=spec.harness,
+        overridden=spec.overridden,
     )
 
 
 def collect(launch: Launch, outcome: RunOutcome) -> TrialResult:
     """Parse a finished launch's output into its result."""
     adapter = get_adapter(launch.framework)
-    with open(outcome.stdout_path, errors="replace") as out:
-        logged = adapter.parse_metrics(out)
+    lines = _lines(outcome)
+    logged = adapter.parse_metrics(lines, launch.metrics_context)
     nonfinite = any(not r.finite() for r in logged)
     records = [r for r in logged if r.step <= launch.steps]  # later steps were profiled ones
     status, error = classify(
-        outcome, steps_logged=len(records), steps_wanted=launch.steps, nonfinite=nonfinite
+        outcome,
+        steps_logged=len(records),
+        steps_wanted=launch.steps,
+        nonfinite=nonfinite,
+        lines=lines,
     )
     score = None
     if status == "ok":
         score = tokens_per_second_per_device(records, warmup=launch.warmup, devices=launch.devices)
     breakdown = None
     if status == "ok" and launch.profile_trace and Path(launch.profile_trace).exists():
-        breakdown = breakdown_from_trace(Path(launch.profile_trace))
-    step1 = records[0].loss if records and records[0].step == 1 else None
+        # one trace file (the embedded workload), or a folder of one per rank (GPU frameworks)
+        breakdown = breakdown_from_traces(Path(launch.profile_trace))
+    step1 = first_loss(records)
     return TrialResult(
         recipe=launch.recipe,
         fingerprint=launch.fingerprint,

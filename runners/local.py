@@ -12,6 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from gate.errors import AttuneError
 from runners.adapter import LaunchSpec
 from runners.supervise import EXIT_FILE, alive
 
@@ -36,6 +37,8 @@ class RunOutcome(BaseModel):
     """Exit status; negative for a signal; None when unknown (launch never started, or its
     supervisor was killed)."""
     timed_out: bool
+    hung: bool = False
+    """Killed after ``hang_timeout_s`` without new output."""
     allocated_at: float
     released_at: float
     """Unix time the devices were free again (after the whole process tree was gone)."""
@@ -64,17 +67,29 @@ class LocalBackend:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunHandle:
+        if spec.nodes > 1:
+            raise AttuneError(
+                f"the launch spans {spec.nodes} nodes; the local backend runs one machine "
+                "(use a multi-node backend such as Slurm)"
+            )
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / EXIT_FILE).unlink(missing_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in spec.unset_env}
-        env.update(spec.env)
+        if spec.clean_env:
+            env = dict(spec.env)
+            env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        else:
+            env = {k: v for k, v in os.environ.items() if k not in spec.unset_env}
+            env.update(spec.env)
         # the launch imports runners.* from this checkout, wherever it runs from
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")])
         )
         argv = [sys.executable, "-m", "runners.supervise", "--workdir", str(workdir)]
-        argv += ["--timeout", str(timeout_s), "--", *spec.argv]
+        argv += ["--timeout", str(timeout_s)]
+        if spec.hang_timeout_s is not None:
+            argv += ["--hang-timeout", str(spec.hang_timeout_s)]
+        argv += ["--", *spec.argv]
         (workdir / "launch.log").write_bytes(b"")
         allocated_at = time.time()
         with (workdir / "launch.log").open("ab") as err:  # shared with the launch: append
@@ -106,15 +121,17 @@ class LocalBackend:
         if exit_file.exists():
             record = json.loads(exit_file.read_text())
             returncode, timed_out = record["returncode"], record["timed_out"]
+            hung = bool(record.get("hung", False))
             released_at = float(record["released_at"])
         else:  # the supervisor itself was killed: the last sign of life is the release
-            returncode, timed_out = None, False
+            returncode, timed_out, hung = None, False, False
             released_at = max(
                 [handle.allocated_at, *(p.stat().st_mtime for p in (stdout, log) if p.exists())]
             )
         return RunOutcome(
             returncode=returncode,
             timed_out=timed_out,
+            hung=hung,
             allocated_at=handle.allocated_at,
             released_at=released_at,
             stdout_path=str(stdout),

@@ -79,8 +79,13 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> int:
     return returncode
 
 
-def write_exit(workdir: Path, returncode: int | None, timed_out: bool) -> None:
-    record = {"returncode": returncode, "timed_out": timed_out, "released_at": time.time()}
+def write_exit(workdir: Path, returncode: int | None, timed_out: bool, hung: bool = False) -> None:
+    record = {
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "hung": hung,
+        "released_at": time.time(),
+    }
     tmp = workdir / (EXIT_FILE + ".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, workdir / EXIT_FILE)
@@ -90,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--timeout", type=float, required=True, help="wall-clock limit (s)")
+    p.add_argument(
+        "--hang-timeout", type=float, default=None, help="kill after this long without output (s)"
+    )
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -108,15 +116,36 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(128 + signum)
 
         signal.signal(signal.SIGTERM, stop)
-        timed_out = False
-        try:
-            returncode = proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            returncode = kill_tree(proc)
+        timed_out, hung, returncode = watch(proc, workdir, args.timeout, args.hang_timeout)
         kill_tree(proc)  # nothing of the launch may outlive it
-    write_exit(workdir, returncode, timed_out)
+    write_exit(workdir, returncode, timed_out, hung)
     return 0
+
+
+def _output_size(workdir: Path) -> int:
+    return sum(p.stat().st_size for p in (workdir / "stdout.jsonl", workdir / "launch.log"))
+
+
+def watch(
+    proc: subprocess.Popen[bytes], workdir: Path, timeout: float, hang_timeout: float | None
+) -> tuple[bool, bool, int | None]:
+    """Wait for the launch: (timed out, hung, return code). Past ``timeout`` seconds, or
+    ``hang_timeout`` seconds without a byte of new output, the whole tree is killed."""
+    start = last_output = time.monotonic()
+    size = _output_size(workdir)
+    while True:
+        try:
+            return False, False, proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now - start > timeout:
+            return True, False, kill_tree(proc)
+        grown = _output_size(workdir)
+        if grown != size:
+            size, last_output = grown, now
+        elif hang_timeout is not None and now - last_output > hang_timeout:
+            return False, True, kill_tree(proc)
 
 
 if __name__ == "__main__":

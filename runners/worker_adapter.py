@@ -1,7 +1,6 @@
-"""What the Megatron-LM and torchtitan adapters share: a recipe body with a launch shape, and
-resolution by a resolve worker in a secret-free subprocess (one per gate check).
-
-Neither framework launches here yet: ``launch`` says it needs a GPU backend.
+"""What the Megatron-LM and torchtitan adapters share: a recipe body with a launch shape,
+resolution by a resolve worker in a secret-free subprocess (one per gate check), and a launch
+through torchrun with the benchmark harness's arguments and the runner's settings.
 """
 
 from __future__ import annotations
@@ -15,8 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, StepRecord
 from runners.adapter import FrameworkKeys, LaunchSpec
+from runners.harness import HarnessArgs
 from runners.resolve_cache import ResolveCache
 from runners.resolve_process import run_worker
+from runners.runner_settings import RunnerSettings
 
 _CACHES: dict[str, ResolveCache] = {}
 """Worker module -> its answers: shared by every adapter instance of the process."""
@@ -173,12 +174,54 @@ class WorkerAdapter(Generic[BodyT]):
         answer = self._ask({"keys": True})
         return FrameworkKeys(framework=self.name, version=answer["version"], keys=answer["keys"])
 
-    def launch(
-        self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
-    ) -> LaunchSpec:
-        """Not implemented yet: these frameworks need a GPU backend."""
-        raise AttuneError(f"launching {self.label} needs a GPU backend; attune gate check works")
+    def entry(self, body: BodyT, effective: EffectiveConfig, settings: RunnerSettings) -> list[str]:
+        """What torchrun runs for each rank (a script or ``-m module`` and the selectors)."""
+        raise NotImplementedError
 
-    def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
-        """Not implemented yet (nothing launches these frameworks here); no records."""
-        return []
+    def harness(
+        self, body: BodyT, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
+    ) -> HarnessArgs:
+        """The recipe's arguments with the benchmark harness's in place."""
+        raise NotImplementedError
+
+    def metrics_context(self, effective: EffectiveConfig) -> dict[str, int]:
+        """What ``parse_metrics`` needs beside the log."""
+        raise NotImplementedError
+
+    def launch(
+        self,
+        recipe: Recipe,
+        effective: EffectiveConfig,
+        *,
+        steps: int,
+        workdir: Path,
+        profile: bool,
+        settings: RunnerSettings | None = None,
+    ) -> LaunchSpec:
+        """torchrun over the recipe's shape, the framework's entry point, the recipe's
+        arguments and the harness's. The interpreter, launcher and framework checkout come from
+        the runner's settings; the environment is the recipe's ``env`` and what the runner
+        names, nothing else."""
+        settings = settings or RunnerSettings.from_env()
+        body = self._body(recipe)
+        nodes = body.nodes or 1
+        per_node = body.gpus_per_node or body.total_devices
+        workdir.mkdir(parents=True, exist_ok=True)
+        harness = self.harness(body, effective, steps=steps, workdir=workdir, profile=profile)
+        argv = settings.torchrun(nodes=nodes, gpus_per_node=per_node)
+        argv += [*self.entry(body, effective, settings), *harness.argv]
+        return LaunchSpec(
+            argv=argv,
+            env=settings.launch_env(body.env),
+            clean_env=True,
+            devices=body.total_devices,
+            nodes=nodes,
+            profile_trace=harness.profile_trace,
+            hang_timeout_s=settings.hang_timeout_s,
+            metrics_context=self.metrics_context(effective),
+            harness=harness.harness,
+            overridden=harness.overridden,
+        )
+
+    def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:
+        raise NotImplementedError

@@ -10,7 +10,7 @@ import pytest
 from bot.cli import main
 from bot.commands.tune import open_new, run_campaign
 from bot.forges.local import LocalForge
-from bot.interfaces import AgentView, FingerprintOf, ProfileRequest, Proposal, Stop
+from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
 from gate.ledger import Ledger, LedgerEvent
 
 LEVERS = {
@@ -143,7 +143,7 @@ class SameAsIncumbent:
         self.proposed = False
 
     def decide(
-        self, view: AgentView, fingerprint_of: FingerprintOf, tried: set[str]
+        self, view: AgentView, probe_of: ProbeOf, tried: set[str]
     ) -> Proposal | ProfileRequest | Stop:
         if self.proposed:
             return Stop(reason="exhausted", evidence=["scripted agent: done"])

@@ -26,7 +26,7 @@ def parse(name: str, seq_length: int) -> list[StepRecord]:
 
 def rec(
     step: int,
-    loss: float,
+    loss: float | None,
     grad_norm: float | None,
     tokens: int,
     ms: float,
@@ -101,7 +101,7 @@ def test_healthy_multi_node_interleaved_ranks() -> None:
 
 
 def test_fp16_skipped_iterations() -> None:
-    """No loss before the first applied step (0.0), Megatron's own 0.0 on a later skipped
+    """No loss for a skipped step (None), not Megatron's printed 0.0 on a later skipped
     one; no grad norm on skipped steps; iteration 2 counts two skips (no reset after the
     first line)."""
     tokens = 32 * 2048
@@ -109,13 +109,13 @@ def test_fp16_skipped_iterations() -> None:
     assert_records(
         parse("fp16_skipped.log", 2048),
         [
-            rec(1, 0.0, None, tokens, 4012.7, low, 61.2, skipped=True),
-            rec(2, 0.0, None, tokens, 2288.4, low, 107.3, skipped=True),
-            rec(3, 0.0, None, tokens, 563.1, low, 436.0, skipped=True),
+            rec(1, None, None, tokens, 4012.7, low, 61.2, skipped=True),
+            rec(2, None, None, tokens, 2288.4, low, 107.3, skipped=True),
+            rec(3, None, None, tokens, 563.1, low, 436.0, skipped=True),
             rec(4, 10.41207, 9.318, tokens, 571.8, high, 429.4),
             rec(5, 10.12966, 7.902, tokens, 566.0, high, 433.8),
             rec(6, 9.803314, 6.225, tokens, 565.2, high, 434.4),
-            rec(7, 0.0, None, tokens, 561.9, high, 436.9, skipped=True),
+            rec(7, None, None, tokens, 561.9, high, 436.9, skipped=True),
             rec(8, 9.511084, 5.880, tokens, 566.4, last, 433.4),
         ],
     )

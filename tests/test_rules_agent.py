@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from bot.agents.rules import RulesAgent
-from bot.interfaces import AgentView, HistoryItem, ProfileRequest, Proposal, Stop
+from bot.interfaces import AgentView, HistoryItem, Probe, ProfileRequest, Proposal, Stop
 from bot.recipe_edit import apply_changes
 from gate.errors import AttuneError
 from gate.models import ProfileBreakdown
@@ -79,13 +79,13 @@ def view(
 def decide(v: AgentView, config: dict[str, Any] = PORTED, tried: set[str] | None = None) -> Any:
     text = recipe_text(config)
 
-    def fingerprint_of(changes: dict[str, object]) -> str | None:
+    def probe_of(changes: dict[str, object]) -> Probe | None:
         try:
-            return fingerprint(apply_changes(text, changes))
+            return Probe(fingerprint=fingerprint(apply_changes(text, changes)))
         except AttuneError:
             return None
 
-    return RulesAgent().decide(v, fingerprint_of, tried or {fingerprint(text)})
+    return RulesAgent().decide(v, probe_of, tried or {fingerprint(text)})
 
 
 def test_asks_for_a_profile_first(registry: Registry) -> None:

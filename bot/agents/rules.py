@@ -11,120 +11,36 @@ listing why for each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from bot.agents.gpu_moves import megatron_moves, torchtitan_moves
+from bot.agents.moves import Move, MoveCatalogue, embedded_moves
 from bot.interfaces import (
     AgentView,
-    FingerprintOf,
     HistoryItem,
+    ProbeOf,
     ProfileRequest,
     Proposal,
     Stop,
 )
 
-FAILED = ("failed", "oom", "timeout", "nan")
+FAILED = ("failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died")
 
 
-@dataclass(frozen=True)
-class Move:
-    """A lever move the agent knows, with what it addresses and why."""
-
-    changes: dict[str, Any]
-    bottlenecks: tuple[str, ...]
-    mechanism: str
-    expected_gain_pct: float
-    coupled: bool = False
-
-
-def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
-    """Moves for the embedded workload from its effective values ``v``."""
-    moves: list[Move] = []
-    threads, ranks = int(v["threads"]), int(v["data_parallel_size"])
-    if threads * ranks < cores:
-        moves.append(
-            Move(
-                {"threads": min(cores // ranks, threads * 2)},
-                ("compute",),
-                f"each operator runs on {threads} thread(s) while {cores} cores are free; "
-                "intra-op threads split every matmul across them",
-                40.0,
-            )
-        )
-    if ranks > 1:
-        moves.append(
-            Move(
-                {"data_parallel_size": ranks // 2, "threads": threads * 2},
-                ("communication", "idle"),
-                f"{ranks} ranks wait on each other in the gradient all-reduce; half the ranks "
-                "with twice the threads keeps the cores busy without the collective",
-                15.0,
-                coupled=True,
-            )
-        )
-    if v["activation_checkpointing"]:
-        moves.append(
-            Move(
-                {"activation_checkpointing": False},
-                ("compute",),
-                "recompute runs every block's forward a second time in backward; memory is "
-                "not the limit here, so storing activations removes that work",
-                25.0,
-            )
-        )
-    micro, per_rank = int(v["micro_batch_size"]), int(v["global_batch_size"]) // ranks
-    if per_rank % (micro * 2) == 0:
-        moves.append(
-            Move(
-                {"micro_batch_size": micro * 2},
-                ("cpu", "compute"),
-                f"micro-batch {micro} means {per_rank // micro} small forward/backward passes "
-                "per step; fewer, larger ones amortise per-operator overhead and feed bigger "
-                "matmuls (the pinned global batch is unchanged)",
-                12.0,
-            )
-        )
-    if v["attention"] == "math":
-        moves.append(
-            Move(
-                {"attention": "sdpa"},
-                ("compute",),
-                "explicit attention materialises the [t, t] score matrix and runs softmax "
-                "separately; fused SDPA does it in one kernel",
-                6.0,
-            )
-        )
-    if not v["compile"]:
-        moves.append(
-            Move(
-                {"compile": True},
-                ("cpu", "compute"),
-                "torch.compile fuses elementwise operators and removes Python dispatch per op",
-                10.0,
-            )
-        )
-    impl = v["optimizer_impl"]
-    if impl != "fused":
-        target = "foreach" if impl == "for_loop" else "fused"
-        moves.append(
-            Move(
-                {"optimizer_impl": target},
-                ("cpu",),
-                f"the {impl} optimizer launches kernels per parameter; {target} batches them",
-                3.0,
-            )
-        )
-    return moves
-
-
-MOVES = {"embedded": embedded_moves}
+MOVES: dict[str, MoveCatalogue] = {
+    "embedded": embedded_moves,
+    "megatron": megatron_moves,
+    "torchtitan": torchtitan_moves,
+}
 
 
 def bottleneck(view: AgentView) -> str:
+    """The largest share of the incumbent's profiled step: compute, communication (exposed),
+    memory_copy, cpu or idle."""
     assert view.profile is not None
     p = view.profile
     fractions = {"compute": p.compute, "communication": p.communication, "cpu": p.cpu}
-    fractions["idle"] = p.idle
+    fractions.update(memory_copy=p.memory_copy, idle=p.idle)
     return max(fractions, key=lambda k: fractions[k])
 
 
@@ -148,7 +64,7 @@ class RulesAgent:
     name = "rules"
 
     def decide(
-        self, view: AgentView, fingerprint_of: FingerprintOf, tried: set[str]
+        self, view: AgentView, probe_of: ProbeOf, tried: set[str]
     ) -> Proposal | ProfileRequest | Stop:
         if view.forecast_s > view.budget_left_s:
             return Stop(
@@ -180,7 +96,7 @@ class RulesAgent:
         for move in moves:
             label = ", ".join(f"{k}={v}" for k, v in move.changes.items())
             old = {k: view.incumbent_values[k] for k in move.changes}
-            why = self._ruled_out(move, old, blocked, lost, fingerprint_of, tried, view)
+            why = self._ruled_out(move, old, blocked, lost, probe_of, tried, view)
             if why:
                 evidence.append(f"{label}: {why}")
                 continue
@@ -204,7 +120,7 @@ class RulesAgent:
         old: dict[str, Any],
         blocked: dict[tuple[str, str], str],
         lost: dict[tuple[str, str], HistoryItem],
-        fingerprint_of: FingerprintOf,
+        probe_of: ProbeOf,
         tried: set[str],
         view: AgentView,
     ) -> str | None:
@@ -217,9 +133,11 @@ class RulesAgent:
             item = lost.get((key, repr(new)))
             if item is not None:
                 return f"already tried in {item.trial}: {item.reason}"
-        fingerprint = fingerprint_of(dict(move.changes))
-        if fingerprint is None:
+        probe = probe_of(dict(move.changes))
+        if probe is None:
             return "the framework's validation rejects it"
-        if fingerprint in tried:
+        if probe.fingerprint in tried:
             return "this effective configuration was already run"
+        if not probe.fits:
+            return f"the memory model says it does not fit: {probe.memory}"
         return None

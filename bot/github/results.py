@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from gate.errors import AttuneError
 from gate.models import TrialResult
+from gate.postlaunch import first_loss
 from gate.throughput import tokens_per_second_per_device
 from runners.bench import Launch
 
@@ -65,7 +66,7 @@ def check_result(result: TrialResult, trial: str, sha: str | None, launch: Launc
     if result.status == "ok" and nonfinite:
         return f"it claims ok, but step {nonfinite[0]} logged NaN/Inf"
     result.devices = launch.devices
-    result.step1_loss = result.steps[0].loss if result.steps else None
+    result.step1_loss = first_loss(result.steps)
     result.has_nonfinite = result.has_nonfinite or bool(nonfinite)
     result.score = None
     if result.status == "ok":

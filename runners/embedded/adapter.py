@@ -71,7 +71,13 @@ class EmbeddedAdapter:
         return [self.resolve(r) for r in recipes]
 
     def launch(
-        self, effective: EffectiveConfig, *, steps: int, workdir: Path, profile: bool
+        self,
+        recipe: Recipe,
+        effective: EffectiveConfig,
+        *,
+        steps: int,
+        workdir: Path,
+        profile: bool,
     ) -> LaunchSpec:
         workdir.mkdir(parents=True, exist_ok=True)
         config_path = workdir / "effective-config.json"
@@ -102,7 +108,7 @@ class EmbeddedAdapter:
             profile_trace=trace,
         )
 
-    def parse_metrics(self, lines: Iterable[str]) -> list[StepRecord]:
+    def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:
         records = []
         for line in lines:
             line = line.strip()

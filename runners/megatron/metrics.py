@@ -82,8 +82,8 @@ def parse_megatron_log(lines: Iterable[str], *, seq_length: int) -> list[StepRec
     - ``step``: the iteration number; ``tokens``: ``global batch size`` x ``seq_length``;
       ``step_seconds``: ``elapsed time per iteration (ms)`` / 1000.
     - ``loss``: ``lm loss``. Absent on a non-skipped line means Megatron dropped a NaN mean
-      (training.py:2881): NaN. Absent on a skipped line (fp16 overflow before any applied
-      step) gives 0.0, what Megatron itself prints for a skipped interval once the key exists.
+      (training.py:2881): NaN. A skipped step (fp16 overflow) has None: Megatron accumulates
+      no loss for it, and the 0.0 it prints once the key exists is not a loss.
     - ``grad_norm``: ``grad norm``, None when absent (skipped step).
     - ``skipped``: ``number of skipped iterations`` > 0; ``nan_iterations``: ``number of nan
       iterations``; ``framework_tflops``: ``throughput per GPU (TFLOP/s/GPU)`` or None.
@@ -113,8 +113,10 @@ def parse_megatron_log(lines: Iterable[str], *, seq_length: int) -> list[StepRec
             continue
         skipped_count = int(_number(fields, "number of skipped iterations") or 0)
         loss = _number(fields, "lm loss")
-        if loss is None:
-            loss = 0.0 if skipped_count > 0 else math.nan
+        if skipped_count > 0:
+            loss = None
+        elif loss is None:
+            loss = math.nan
         peaks = [peak for at, peak in reports if at <= step]
         records.append(
             StepRecord(

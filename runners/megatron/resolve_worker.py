@@ -47,6 +47,36 @@ def option_dests(arguments: Any) -> dict[str, str]:
     return {opt: action.dest for opt, action in parser._option_string_actions.items()}
 
 
+_KINDS = {
+    "_StoreAction": "store",
+    "_StoreTrueAction": "true",
+    "_StoreFalseAction": "false",
+    "_StoreConstAction": "const",
+    "BooleanOptionalAction": "optional",
+    "_AppendAction": "store",
+}
+
+
+def option_table(arguments: Any) -> dict[str, list[dict[str, Any]]]:
+    """Dest -> how the command line sets it: each option's strings, kind (``store``, ``true``,
+    ``false``, ``const``, ``optional``), nargs and const; what a recipe edit needs to write a
+    value back as Megatron's own tokens."""
+    parser = arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+    table: dict[str, list[dict[str, Any]]] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        table.setdefault(action.dest, []).append(
+            {
+                "options": list(action.option_strings),
+                "kind": _KINDS.get(type(action).__name__, "store"),
+                "nargs": action.nargs if isinstance(action.nargs, str | int) else None,
+                "const": json_safe(action.const),
+            }
+        )
+    return table
+
+
 def explicit_dests(argv: list[str], dests: dict[str, str]) -> list[str]:
     """Dests of the options present in ``argv`` (``--flag`` and ``--flag=value`` forms)."""
     found = {dests[t.split("=", 1)[0]] for t in argv if t.split("=", 1)[0] in dests}
@@ -214,6 +244,8 @@ def main() -> int:
             for dest, (path, line) in sorted(definition_sites(arguments).items())
         }
         answer: dict[str, Any] = {"version": version, "keys": keys}
+    elif request.get("options"):
+        answer = {"version": version, "options": option_table(arguments)}
     else:
         results = [resolve_one(arguments, recipe, dests) for recipe in request["recipes"]]
         answer = {"version": version, "results": results}

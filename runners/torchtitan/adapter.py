@@ -1,4 +1,5 @@
-"""Adapter for torchtitan: resolve recipes with torchtitan's own ConfigManager.
+"""Adapter for torchtitan: resolve recipes with torchtitan's own ConfigManager, launch
+``torchtitan.train`` through torchrun, read its training log.
 
 torchtitan is never imported here: ``runners.torchtitan.resolve_worker`` runs in a subprocess
 (one for any number of recipes, so the import is paid once) whose environment holds no secrets.
@@ -9,8 +10,15 @@ accumulation).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
+from gate.models import EffectiveConfig, StepRecord
+from runners.cli_edit import edit_torchtitan_overrides
+from runners.harness import HarnessArgs, torchtitan_overrides
+from runners.runner_settings import RunnerSettings
+from runners.torchtitan.metrics import parse_torchtitan_log
 from runners.torchtitan.recipe import TorchtitanRecipe
 from runners.worker_adapter import DistributedRecipe, WorkerAdapter
 
@@ -41,6 +49,7 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
     path_var = TORCHTITAN_PATH_VAR
     distribution = "torchtitan"
     error_key = "overrides"
+    tokens_key = "overrides"
 
     def request_item(self, body: TorchtitanRecipe) -> dict[str, Any]:
         return {
@@ -50,3 +59,34 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
             "world_size": body.total_devices,
             "env": body.env,
         }
+
+    def edit_tokens(self, tokens: list[str], changes: dict[str, Any]) -> list[str]:
+        """``overrides`` with ``changes`` (dotted config keys) as tyro's flags."""
+        return edit_torchtitan_overrides(tokens, changes)
+
+    def entry(
+        self, body: TorchtitanRecipe, effective: EffectiveConfig, settings: RunnerSettings
+    ) -> list[str]:
+        """``-m torchtitan.train`` of the runner's interpreter, with the recipe's selectors."""
+        return ["-m", "torchtitan.train", "--module", body.module, "--config", body.config]
+
+    def harness(
+        self,
+        body: TorchtitanRecipe,
+        effective: EffectiveConfig,
+        *,
+        steps: int,
+        workdir: Path,
+        profile: bool,
+    ) -> HarnessArgs:
+        return torchtitan_overrides(body.overrides, steps=steps, workdir=workdir, profile=profile)
+
+    def metrics_context(self, effective: EffectiveConfig) -> dict[str, int]:
+        v = effective.values
+        tokens = int(v["training.global_batch_size"]) * int(v["training.seq_len"])
+        return {"tokens_per_step": tokens, "devices": effective.devices}
+
+    def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:
+        return parse_torchtitan_log(
+            lines, tokens_per_step=context["tokens_per_step"], devices=context["devices"]
+        )

@@ -1,0 +1,102 @@
+"""A lever move the rules agent knows, and its catalogue for the embedded workload."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Move:
+    """A lever move the agent knows, with what it addresses and why."""
+
+    changes: dict[str, Any]
+    bottlenecks: tuple[str, ...]
+    mechanism: str
+    expected_gain_pct: float
+    coupled: bool = False
+
+
+def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
+    """Moves for the embedded workload from its effective values ``v``."""
+    moves: list[Move] = []
+    threads, ranks = int(v["threads"]), int(v["data_parallel_size"])
+    if threads * ranks < cores:
+        moves.append(
+            Move(
+                {"threads": min(cores // ranks, threads * 2)},
+                ("compute",),
+                f"each operator runs on {threads} thread(s) while {cores} cores are free; "
+                "intra-op threads split every matmul across them",
+                40.0,
+            )
+        )
+    if ranks > 1:
+        moves.append(
+            Move(
+                {"data_parallel_size": ranks // 2, "threads": threads * 2},
+                ("communication", "idle"),
+                f"{ranks} ranks wait on each other in the gradient all-reduce; half the ranks "
+                "with twice the threads keeps the cores busy without the collective",
+                15.0,
+                coupled=True,
+            )
+        )
+    if v["activation_checkpointing"]:
+        moves.append(
+            Move(
+                {"activation_checkpointing": False},
+                ("compute",),
+                "recompute runs every block's forward a second time in backward; memory is "
+                "not the limit here, so storing activations removes that work",
+                25.0,
+            )
+        )
+    micro, per_rank = int(v["micro_batch_size"]), int(v["global_batch_size"]) // ranks
+    if per_rank % (micro * 2) == 0:
+        moves.append(
+            Move(
+                {"micro_batch_size": micro * 2},
+                ("cpu", "compute"),
+                f"micro-batch {micro} means {per_rank // micro} small forward/backward passes "
+                "per step; fewer, larger ones amortise per-operator overhead and feed bigger "
+                "matmuls (the pinned global batch is unchanged)",
+                12.0,
+            )
+        )
+    if v["attention"] == "math":
+        moves.append(
+            Move(
+                {"attention": "sdpa"},
+                ("compute",),
+                "explicit attention materialises the [t, t] score matrix and runs softmax "
+                "separately; fused SDPA does it in one kernel",
+                6.0,
+            )
+        )
+    if not v["compile"]:
+        moves.append(
+            Move(
+                {"compile": True},
+                ("cpu", "compute"),
+                "torch.compile fuses elementwise operators and removes Python dispatch per op",
+                10.0,
+            )
+        )
+    impl = v["optimizer_impl"]
+    if impl != "fused":
+        target = "foreach" if impl == "for_loop" else "fused"
+        moves.append(
+            Move(
+                {"optimizer_impl": target},
+                ("cpu",),
+                f"the {impl} optimizer launches kernels per parameter; {target} batches them",
+                3.0,
+            )
+        )
+    return moves
+
+
+MoveCatalogue = Callable[[dict[str, Any], int], list[Move]]
+"""(the incumbent's effective values, cores) -> the moves worth considering."""
