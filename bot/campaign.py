@@ -109,8 +109,10 @@ class Campaign(CandidateSteps):
             trial = f"baseline-{len(done) + 1}"
             self.progress.update(state, "calibrate", f"{trial} of {params.calibration_runs}")
             if not self._bench(trial, "calibration", baseline):
-                self.stop("budget", ["the budget cannot cover the calibration runs"])
-                raise AttuneError("the budget cannot cover the calibration runs")
+                refused = self.state().trials[trial].refused or {}
+                why = str(refused.get("message") or "the budget cannot cover the calibration runs")
+                self.stop("budget", [why])
+                raise AttuneError(f"the calibration runs cannot launch: {why}")
             state = self.state()
 
     def step(self, state: CampaignState) -> None:

@@ -139,6 +139,15 @@ class CampaignState(BaseModel):
         return str(proposal["recipe_text"])
 
     @property
+    def harness(self) -> tuple[list[str], list[str]]:
+        """The benchmark harness's arguments and the recipe's own ones they replaced, as the
+        first launch recorded them (the same for every trial); empty without a harness."""
+        for t in self.trials.values():
+            if t.launch and t.launch.get("harness"):
+                return list(t.launch["harness"]), list(t.launch.get("overridden") or [])
+        return [], []
+
+    @property
     def runs_by_status(self) -> dict[str, int]:
         """Finished trials by their status (ok, failed, oom, nan, timeout, ...)."""
         return dict(Counter(str(t.finished["status"]) for t in self.trials.values() if t.finished))

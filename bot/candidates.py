@@ -51,7 +51,12 @@ class CandidateSteps(CampaignCore):
                 recipe_path=params.recipe_path,
                 recipe_text=proposal["recipe_text"],
                 title=proposal["title"],
-                body=render.candidate_body(proposal, campaign=self.name),
+                body=render.candidate_body(
+                    proposal,
+                    campaign=self.name,
+                    harness=state.harness[0],
+                    overridden=state.harness[1],
+                ),
                 labels=["attune", "attune:candidate"],
             )
             self.ledger.append(

@@ -79,9 +79,10 @@ class LocalExecutor:
         return self.memory.verdict(effective)
 
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
-        """Memory, budget and failed-rerun checks; a refusal is written to the ledger."""
+        """Memory (candidates only: the baseline and the incumbent ran already, or are what
+        the user runs), budget and failed-rerun checks; a refusal is written to the ledger."""
         fingerprint = effective.fingerprint()
-        memory = self.memory_verdict(effective)
+        memory = self.memory_verdict(effective) if self.memory.is_candidate(trial) else None
         if memory is not None and not memory[0]:
             refusal: LaunchRefusal | None = LaunchRefusal(reason="predicted_oom", message=memory[1])
         else:

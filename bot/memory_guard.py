@@ -51,6 +51,10 @@ class MemoryGuard:
         ]
         return calibration_from(runs, self.capacity_bytes(state))
 
+    def is_candidate(self, trial: str) -> bool:
+        record = self._state().trials.get(trial)
+        return record is not None and record.role == "candidate"
+
     def predict(self, effective: EffectiveConfig) -> MemoryPrediction | None:
         return predict_memory(effective)
 

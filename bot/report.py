@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.campaign_state import CampaignState, TrialRecord, fold
+from bot.render.text import harness_note
 from bot.report_model import (
     NO_CHANGE,
     CampaignReport,
@@ -20,7 +21,7 @@ from bot.report_model import (
 from bot.report_plot import render_plot as render_plot  # re-exported: part of this API
 from gate.ledger import LedgerEvent
 
-_PROFILE_PARTS = ("compute", "communication", "cpu", "idle")
+_PROFILE_PARTS = ("compute", "communication", "memory_copy", "cpu", "idle")
 
 
 def _float(value: Any) -> float | None:
@@ -49,6 +50,8 @@ def report_of(state: CampaignState) -> CampaignReport:
         stopped=state.stopped is not None,
         stop_reason=stopped.get("reason"),
         evidence=[str(x) for x in stopped.get("evidence") or []],
+        harness=state.harness[0],
+        overridden=state.harness[1],
     )
     for record in state.trials.values():
         if record.role == "candidate":
@@ -182,6 +185,8 @@ def render_markdown(report: CampaignReport) -> str:
             f"- cv: {n.cv:.2%}",
             f"- threshold = max(3%, 3 x cv) = {n.threshold:.2%}",
         ]
+    if r.harness:
+        out += ["", "## Benchmark harness", "", harness_note(r.harness, r.overridden)]
     out += ["", "## Trials", ""]
     out += [
         "| trial | PR | lever | hypothesis | gate | score (tokens/s/device) "
@@ -204,7 +209,7 @@ def render_markdown(report: CampaignReport) -> str:
     out += ["|---|---|---|---:|---|---:|"]
     for run in r.runs:
         prof = run.profile or {}
-        parts = [f"{k} {_float(prof.get(k)) or 0:.0%}" for k in _PROFILE_PARTS]
+        parts = [f"{k} {_float(prof.get(k)) or 0:.0%}" for k in _PROFILE_PARTS if k in prof]
         cells = [run.trial, run.role, run.status or "running", _num(run.score)]
         cells += [", ".join(parts) if prof else "-", f"{run.device_seconds:.1f}"]
         out.append("| " + " | ".join(_cell(x) for x in cells) + " |")

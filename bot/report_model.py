@@ -104,5 +104,9 @@ class CampaignReport(BaseModel):
     evidence: list[str] = Field(default_factory=list)
     final_trial: str | None = None
     """The last merged candidate, whose recipe is the tuned one."""
+    harness: list[str] = Field(default_factory=list)
+    """The benchmark harness's arguments (GPU frameworks), the same for every trial."""
+    overridden: list[str] = Field(default_factory=list)
+    """The recipe's own arguments the harness replaced."""
     recipe_diff: str = ""
     """Unified diff baseline -> tuned recipe; empty when no change was merged."""

@@ -164,7 +164,10 @@ def collect(launch: Launch, outcome: RunOutcome) -> TrialResult:
     breakdown = None
     if status == "ok" and launch.profile_trace and Path(launch.profile_trace).exists():
         # one trace file (the embedded workload), or a folder of one per rank (GPU frameworks)
-        breakdown = breakdown_from_traces(Path(launch.profile_trace))
+        try:
+            breakdown = breakdown_from_traces(Path(launch.profile_trace))
+        except (ValueError, OSError) as exc:  # a broken trace loses the profile, not the run
+            error = f"profile unreadable: {exc}"
     step1 = first_loss(records)
     return TrialResult(
         recipe=launch.recipe,

@@ -25,13 +25,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import json
 import math
 import re
 import sys
 from pathlib import Path
 
 MEGATRON_LINE = re.compile(r"iteration\s+\d+/\s*\d+ \|")
-TITAN_STEP = re.compile(r"\bstep:\s*\d+\s")
+TITAN_STEP = re.compile(r"step:\s*\d+\s")
 
 
 def _last(tokens: list[str], flag: str, default: str | None = None) -> str | None:
@@ -92,13 +93,15 @@ def _oom(rank: int, gib: float, capacity: float) -> None:
 
 
 def _copy_traces(source: Path, target: Path, ranks: int, name: str) -> None:
+    """One recorded trace per rank, cycled, each naming its own rank."""
     files = sorted(p for p in source.iterdir() if ".json" in p.name)
     target.mkdir(parents=True, exist_ok=True)
     for rank in range(ranks):
-        data = files[rank % len(files)].read_bytes()
-        if not files[rank % len(files)].name.endswith(".gz"):
-            data = gzip.compress(data)
-        (target / name.format(rank=rank)).write_bytes(data)
+        path = files[rank % len(files)]
+        raw = path.read_bytes()
+        trace = json.loads(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
+        trace.setdefault("distributedInfo", {})["rank"] = rank
+        (target / name.format(rank=rank)).write_bytes(gzip.compress(json.dumps(trace).encode()))
 
 
 def replay_megatron(opts: argparse.Namespace, t: list[str], ranks: int) -> int:

@@ -156,11 +156,25 @@ CAMPAIGN_COMMENT = """\
 """
 
 
-def candidate_body(proposal: dict[str, Any], *, campaign: str) -> str:
+def harness_note(harness: list[str], overridden: list[str]) -> str:
+    """The benchmark harness's arguments (the same for the baseline and every candidate) and
+    the recipe's own arguments they replace; empty for a workload without a harness."""
+    if not harness:
+        return ""
+    note = f"Benchmark harness (every trial, baseline included): `{' '.join(harness)}`."
+    if overridden:
+        note += " It replaces the recipe's own " + ", ".join(f"`{o}`" for o in overridden) + "."
+    return note
+
+
+def candidate_body(
+    proposal: dict[str, Any], *, campaign: str, harness: list[str], overridden: list[str]
+) -> str:
     rows = "\n".join(
         f"| `{k}` | `{_value(a)}` | `{_value(b)}` |" for k, (a, b) in proposal["changes"].items()
     )
-    return CANDIDATE_BODY.format(
+    note = harness_note(harness, overridden)
+    return (note + "\n\n" if note else "") + CANDIDATE_BODY.format(
         bottleneck=proposal["bottleneck"],
         mechanism=proposal["mechanism"],
         expected_gain_pct=proposal["expected_gain_pct"],
