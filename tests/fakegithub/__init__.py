@@ -1,9 +1,8 @@
 """A local GitHub for tests: a real HTTP server the bot's PyGithub code talks to, over a real git
 repository, checked against GitHub's own REST description and recorded webhook deliveries.
 
-``server.FakeGitHub`` serves it (handlers.py: the endpoints; render.py: the bodies); state.py
-is the Python API tests arrange and inspect it with; gitstore.py is its git; openapi.py the
-description; webhooks.py builds and delivers signed webhook payloads.
+server.py serves it, render.py makes its bodies, state.py is the Python API tests arrange and
+inspect it with, gitstore.py its git, openapi.py the description, webhooks.py the deliveries.
 """
 
 from .openapi import fixtures_dir, load_spec

@@ -1,10 +1,11 @@
-"""Response bodies: GitHub's own examples from the description, re-pointed at the fake, with the
-fields the fake's state decides written over them.
+"""Response bodies: GitHub's own examples from the description, relinked to the fake, with the
+fields the state knows written over them.
 
-``relink`` swaps an example's hosts (api.github.com, github.com, ...) for the fake's base URL
-and, in those URLs, the example's identities (its repository, number, sha) for the object's own,
-so every URL GitHub would send is there and points at the fake. State (user text included) is
-written after that, so it is never rewritten.
+Relinking swaps an example's hosts (api.github.com, github.com, ...) for the fake's base URL
+and, in its URLs, the example's identities (its repository, number, sha) for the object's own,
+so every URL GitHub sends is there and leads to the right place. The state is written after
+that (user text too, which is so never rewritten): a record's fields that the example has under
+the same names are copied, and the rest is set by hand.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import re
 import urllib.parse
 import zipfile
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from .gitstore import Commit, FileChange
 from .openapi import Spec
 from .state import (
+    ROLES,
     Artifact,
     CheckRun,
     Comment,
@@ -33,18 +35,9 @@ from .state import (
     WorkflowRun,
 )
 
-T = TypeVar("T")
-_GITHUB = re.compile(
-    r'"(?:https?://(?:[\w-]+\.)*(?:github\.com|githubusercontent\.com)|git://github\.com)'
-)
-APP_PERMISSIONS = {
-    "actions": "write",
-    "checks": "write",
-    "contents": "write",
-    "issues": "write",
-    "metadata": "read",
-    "pull_requests": "write",
-}
+_GITHUB = r'"(?:https?://(?:[\w-]+\.)*(?:github\.com|githubusercontent\.com)|git://github\.com)'
+ALL = ("actions", "checks", "contents", "issues", "pull_requests")
+APP_PERMISSIONS = dict.fromkeys(ALL, "write") | {"metadata": "read"}
 APP_EVENTS = ["check_run", "issue_comment", "pull_request", "workflow_run"]
 
 
@@ -62,14 +55,14 @@ def quoted(text: str) -> str:
 
 
 def hosted(value: Any, base: str) -> str:
-    """``value`` (fixture data) as JSON text with GitHub's hosts swapped for ``base``."""
-    text = _GITHUB.sub(f'"{base}', json.dumps(value))
+    """``value`` (fixture data) as JSON text, GitHub's hosts swapped for ``base``."""
+    text = re.sub(_GITHUB, f'"{base}', json.dumps(value))
     return text.replace('"git@github.com:', f'"git@{base.split("://", 1)[-1]}:')
 
 
 def relink(text: str, ids: dict[str, str] | None = None) -> Any:
-    """The JSON ``text`` parsed, with each key of ``ids`` that is a whole part of a URL path
-    (``octocat/Hello-World``, ``1347``) swapped for its value."""
+    """The JSON ``text`` parsed, each key of ``ids`` that is a whole part of a URL path
+    (``octocat/Hello-World``, ``1347``) swapped for its value first."""
     if ids:
         keys = "|".join(re.escape(key) for key in sorted(ids, key=len, reverse=True))
         text = re.sub(f'(?<=/)({keys})(?=[/.?#{{"])', lambda found: ids[found.group(1)], text)
@@ -77,7 +70,7 @@ def relink(text: str, ids: dict[str, str] | None = None) -> Any:
 
 
 def fit(template: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """``template``'s keys, each with its value from ``values`` when that has it."""
+    """``template``'s keys, each with its value from ``values`` where that has one."""
     return {key: values.get(key, item) for key, item in template.items()}
 
 
@@ -90,511 +83,281 @@ def artifact_zip(artifact: Artifact) -> bytes:
     return buffer.getvalue()
 
 
-class Renderer:
-    """The bodies of one server: its state, the description and its base URL."""
+class Bodies(FakeState):
+    """The state, rendered as GitHub's JSON for the server at ``url``."""
 
-    def __init__(self, state: FakeState, spec: Spec, base: str) -> None:
-        self.state, self.spec, self.base = state, spec, base
-        self._hosted: dict[tuple[str | int, ...], str] = {}
+    url: str
+    spec: Spec
+    _hosted: dict[tuple[str | int, ...], str]
 
-    def example(
-        self, example: str, /, *steps: str | int, ids: dict[str, str] | None = None, **fields: Any
-    ) -> dict[str, Any]:
-        """The example (its part at ``steps``) relinked with ``ids``, then ``fields`` set."""
-        key = (example, *steps)
-        if key not in self._hosted:
-            value = self.spec.examples[example]["value"]
-            for step in steps:
-                value = value[step]
-            self._hosted[key] = hosted(value, self.base)
-        body: dict[str, Any] = relink(self._hosted[key], ids)
-        body.update(fields)
-        return body
+    def raw(self, name: str, *steps: str | int) -> Any:
+        """The value of example ``name`` (its part at ``steps``) as GitHub published it."""
+        value = self.spec.examples[name]["value"]
+        for step in steps:
+            value = value[step]
+        return value
+
+    def example(self, name: str, /, *steps: str | int, of: Any = None, **fields: Any) -> Any:
+        """Example ``name`` (at ``steps``) relinked with the ``ids`` field, with the same-named
+        fields of record ``of`` (and a node id for it), then the other ``fields``."""
+        if (name, *steps) not in self._hosted:
+            self._hosted[(name, *steps)] = hosted(self.raw(name, *steps), self.url)
+        body: dict[str, Any] = relink(self._hosted[(name, *steps)], fields.pop("ids", None))
+        for key in [key for key in body if of is not None and hasattr(of, key)]:
+            value = getattr(of, key)
+            body[key] = iso(value) if isinstance(value, datetime) else value
+        if "node_id" in body and hasattr(of, "id"):
+            body["node_id"] = node_id(type(of).__name__, of.id)
+        return body | fields
 
     def api(self, full_name: str) -> str:
-        return f"{self.base}/repos/{full_name}"
+        return f"{self.url}/repos/{full_name}"
 
     def html(self, full_name: str) -> str:
-        return f"{self.base}/{full_name}"
+        return f"{self.url}/{full_name}"
 
     # -- users, repositories, the App ----------------------------------------------------------
 
-    def user(self, login: str) -> dict[str, Any]:
-        found = self.state.user(login)
-        body = self.example(
-            "pull-request",
-            "user",
-            ids={"octocat": urllib.parse.quote(found.login, safe="")},
-            login=found.login,
-            id=found.id,
-            node_id=node_id(found.type, found.id),
-            avatar_url=f"{self.base}/avatars/u/{found.id}?v=4",
-            type=found.type,
-            site_admin=False,
-        )
-        if found.type == "Bot":
-            body["html_url"] = f"{self.base}/apps/{found.login.removesuffix('[bot]')}"
+    def user_json(self, login: str) -> Any:
+        ident, kind = self.user_id(login), "Bot" if login.endswith("[bot]") else "User"
+        ids = {"octocat": urllib.parse.quote(login, safe="")}
+        body = self.example("pull-request", "user", ids=ids, login=login, id=ident, type=kind)
+        body.update(node_id=node_id(kind, ident), avatar_url=f"{self.url}/avatars/u/{ident}?v=4")
+        if kind == "Bot":
+            body["html_url"] = f"{self.url}/apps/{login.removesuffix('[bot]')}"
         return body
 
-    def repo(self, repo: Repo) -> dict[str, Any]:
-        """GET /repos/{owner}/{repo}; ``repo_as`` fits it to the smaller shapes."""
-        body = self.example(
-            "full-repository-default-response",
-            ids={"octocat/Hello-World": repo.full_name},
-            id=repo.id,
-            node_id=node_id("Repository", repo.id),
-            name=repo.name,
-            full_name=repo.full_name,
-            owner=self.user(repo.owner),
-            private=repo.private,
-            visibility="private" if repo.private else "public",
-            fork=repo.parent is not None,
-            default_branch=repo.default_branch,
-            language=None,
-            created_at=iso(repo.created_at),
-            updated_at=iso(repo.pushed_at),
-            pushed_at=iso(repo.pushed_at),
-            open_issues_count=sum(pr.state == "open" for pr in self.state.pulls(repo.full_name)),
-            permissions={
-                "admin": False,
-                "maintain": False,
-                "push": True,
-                "triage": True,
-                "pull": True,
-            },
-        )
-        body["open_issues"] = body["open_issues_count"]
+    def repo_json(self, repo: Repo) -> Any:
+        """GET /repos/{owner}/{repo} (``repo_as`` fits it to the smaller shapes)."""
+        ids = {"octocat/Hello-World": repo.full_name}
+        body = self.example("full-repository-default-response", of=repo, ids=ids)
+        count = sum(pr.state == "open" for pr in self.pulls(repo.full_name))
+        body.update(owner=self.user_json(repo.owner), open_issues_count=count, open_issues=count)
+        body.update(fork=repo.fork_of is not None, language=None, updated_at=body["created_at"])
+        body["pushed_at"], allowed = body["created_at"], ("push", "triage", "pull")
+        body["permissions"] = {key: key in allowed for key in ("admin", "maintain", *allowed)}
         for key in ("organization", "template_repository", "parent", "source"):
-            body.pop(key)
-        if repo.parent is not None:
-            parent = self.state.repo(repo.parent)
+            del body[key]
+        if repo.fork_of is not None:
+            parent = self.repo(repo.fork_of)
             body["parent"] = body["source"] = self.repo_as(parent, "pull-request", "head", "repo")
         return body
 
-    def repo_as(self, repo: Repo, name: str, *path: str | int) -> dict[str, Any]:
-        """``repo`` in the shape of the repository at ``path`` in example ``name``."""
-        value = self.spec.examples[name]["value"]
-        for step in path:
-            value = value[step]
-        ids = {value["full_name"]: repo.full_name}
-        return fit(self.example(name, *path, ids=ids), self.repo(repo))
+    def repo_as(self, repo: Repo, name: str, *steps: str | int) -> Any:
+        """``repo`` in the shape of the repository at ``steps`` in example ``name``."""
+        ids = {self.raw(name, *steps)["full_name"]: repo.full_name}
+        return fit(self.example(name, *steps, ids=ids), self.repo_json(repo))
 
-    def app(self, actions: bool = False) -> dict[str, Any]:
-        """The App, or the GitHub Actions app (``actions``), owner of workflow jobs' checks."""
-        state = self.state
-        ident, slug = (15368, "github-actions") if actions else (state.app_id, state.app_slug)
-        body = self.example(
-            "check-run",
-            "app",
-            id=ident,
-            slug=slug,
-            node_id=node_id("App", ident),
-            name="GitHub Actions" if actions else slug.capitalize(),
-            external_url=f"{self.base}/apps/{slug}",
-            html_url=f"{self.base}/apps/{slug}",
-        )
+    def app_json(self, actions: bool = False) -> Any:
+        """The App, or with ``actions`` the GitHub Actions app (workflow jobs' check runs)."""
+        ident, slug = (15368, "github-actions") if actions else (self.app_id, self.app_slug)
+        body = self.example("check-run", "app", id=ident, slug=slug, node_id=node_id("App", ident))
+        body.update(external_url=f"{self.url}/apps/{slug}", html_url=f"{self.url}/apps/{slug}")
+        body["name"] = "GitHub Actions" if actions else slug.capitalize()
         if not actions:
-            body.update(owner=self.user(state.repo().owner), description="")
-            body.update(permissions=dict(APP_PERMISSIONS), events=list(APP_EVENTS))
+            body.update(owner=self.user_json(self.repo().owner), description="")
+            body.update(events=APP_EVENTS, permissions=APP_PERMISSIONS)
         return body
 
-    def installation(self, repo: Repo) -> dict[str, Any]:
-        ident, app_id = self.state.installation_id, self.state.app_id
-        return self.example(
-            "installation",
-            ids={"1": str(ident), "github": repo.owner},
-            id=ident,
-            account=self.user(repo.owner),
-            repository_selection="all",
-            app_id=app_id,
-            client_id=f"Iv1.{app_id:016x}",
-            target_id=self.state.user(repo.owner).id,
-            target_type="User",
-            permissions=dict(APP_PERMISSIONS),
-            events=list(APP_EVENTS),
-            single_file_name=None,
-            has_multiple_single_files=False,
-            single_file_paths=[],
-            app_slug=self.state.app_slug,
-        )
-
-    def installation_token(
-        self, token: str, expires: datetime, perms: dict[str, str]
-    ) -> dict[str, Any]:
-        body = self.example("installation-token", token=token, expires_at=iso(expires))
-        body.update(permissions=perms or dict(APP_PERMISSIONS), repository_selection="all")
-        del body["repositories"]
-        return body
-
-    def collaborator_permission(self, repo: Repo, login: str) -> dict[str, Any]:
-        role = self.state.permission(login, repo.full_name)
-        rank = ["none", "read", "triage", "write", "maintain", "admin"].index(role)
-        user = self.user(login)
-        keys = ("pull", "triage", "push", "maintain", "admin")
-        user.update(permissions={key: rank > i for i, key in enumerate(keys)}, role_name=role)
+    def collaborator_json(self, repo: Repo, login: str) -> Any:
+        role = self.permission(login, repo.full_name)
+        rank = dict(zip(("pull", "triage", "push", "maintain", "admin"), range(5), strict=True))
+        user = self.user_json(login) | {"role_name": role}
+        user["permissions"] = {key: ROLES.index(role) > i for key, i in rank.items()}
         legacy = {"maintain": "write", "triage": "read"}.get(role, role)
         return {"permission": legacy, "role_name": role, "user": user}
 
     # -- git -----------------------------------------------------------------------------------
 
-    def git_ref(self, repo: Repo, branch: str) -> dict[str, Any]:
+    def ref_json(self, repo: Repo, branch: str) -> Any:
         sha, api = repo.branches[branch], self.api(repo.full_name)
-        return self.example(
-            "git-ref",
-            ref=f"refs/heads/{branch}",
-            node_id=node_id(
-                "Ref", int(hashlib.sha1(f"{repo.id}:{branch}".encode()).hexdigest()[:7], 16)
-            ),
-            url=f"{api}/git/refs/heads/{quoted(branch)}",
-            object={"type": "commit", "sha": sha, "url": f"{api}/git/commits/{sha}"},
-        )
+        ident = int(hashlib.sha1(f"{repo.id}:{branch}".encode()).hexdigest()[:7], 16)
+        body = self.example("git-ref", ref=f"refs/heads/{branch}", node_id=node_id("Ref", ident))
+        body["object"] = {"type": "commit", "sha": sha, "url": f"{api}/git/commits/{sha}"}
+        return body | {"url": f"{api}/git/refs/heads/{quoted(branch)}"}
 
-    def git_commit(self, repo: Repo, commit: Commit) -> dict[str, Any]:
+    def git_commit_json(self, repo: Repo, commit: Commit) -> Any:
         """A git commit object (the ``commit`` of a file commit)."""
         api, html = self.api(repo.full_name), self.html(repo.full_name)
-        person = {
-            "date": iso(commit.date),
-            "name": commit.author,
-            "email": self.state.email(commit.author),
-        }
-        return self.example(
-            "file-commit-example-for-updating-a-file",
-            "commit",
-            sha=commit.sha,
-            node_id=node_id("Commit", int(commit.sha[:7], 16)),
-            url=f"{api}/git/commits/{commit.sha}",
-            html_url=f"{html}/commit/{commit.sha}",
-            author=person,
-            committer=dict(person),
-            message=commit.message,
-            tree={"url": f"{api}/git/trees/{commit.tree}", "sha": commit.tree},
-            parents=[self.parent(repo, sha) for sha in commit.parents],
-        )
-
-    def parent(self, repo: Repo, sha: str) -> dict[str, str]:
-        api, html = self.api(repo.full_name), self.html(repo.full_name)
-        return {"url": f"{api}/commits/{sha}", "html_url": f"{html}/commit/{sha}", "sha": sha}
-
-    def commit(self, repo: Repo, commit: Commit) -> dict[str, Any]:
-        """GET commits/{ref}: the commit with its changes against its first parent."""
-        git = self.git_commit(repo, commit)
-        parent = commit.parents[0] if commit.parents else None
-        files = [
-            self.diff_entry(repo, c, commit.sha) for c in self.state.git.diff(parent, commit.sha)
-        ]
-        adds, dels = sum(f["additions"] for f in files), sum(f["deletions"] for f in files)
-        keys = ("author", "committer", "message", "tree", "url", "verification")
-        return {
-            "sha": commit.sha,
-            "node_id": git["node_id"],
-            "commit": {**{key: git[key] for key in keys}, "comment_count": 0},
-            "url": f"{self.api(repo.full_name)}/commits/{commit.sha}",
-            "html_url": git["html_url"],
-            "comments_url": f"{self.api(repo.full_name)}/commits/{commit.sha}/comments",
-            "author": self.user(commit.author),
-            "committer": self.user(commit.author),
-            "parents": git["parents"],
-            "stats": {"total": adds + dels, "additions": adds, "deletions": dels},
-            "files": files,
-        }
-
-    def content(
-        self, repo: Repo, path: str, ref: str, sha: str, text: str | None
-    ) -> dict[str, Any]:
-        """A file (``text``) or a folder entry (``text=None``) of the contents API."""
-        api = f"{self.api(repo.full_name)}/contents/{quoted(path)}?ref={urllib.parse.quote(ref)}"
-        kind = "blobs" if text is not None else "trees"
-        links = {"self": api, "git": f"{self.api(repo.full_name)}/git/{kind}/{sha}"}
-        kind = "blob" if text is not None else "tree"
-        links["html"] = f"{self.html(repo.full_name)}/{kind}/{quoted(ref)}/{quoted(path)}"
-        raw = f"{self.html(repo.full_name)}/raw/{quoted(ref)}/{quoted(path)}"
-        data = (text or "").encode()
-        body = self.example(
-            "content-file-response-if-content-is-a-file",
-            type="file" if text is not None else "dir",
-            size=len(data),
-            name=path.rsplit("/", 1)[-1],
-            path=path,
-            sha=sha,
-            url=api,
-            git_url=links["git"],
-            html_url=links["html"],
-            download_url=raw if text is not None else None,
-            _links=links,
-        )
-        body["content"] = "".join(
-            f"{line}\n" for line in re.findall(".{1,60}", base64.b64encode(data).decode())
-        )
+        who = {"date": iso(commit.date), "name": commit.author, "email": self.email(commit.author)}
+        body = self.example("file-commit-example-for-updating-a-file", "commit", of=commit)
+        body.update(url=f"{api}/git/commits/{commit.sha}", html_url=f"{html}/commit/{commit.sha}")
+        body.update(author=who, committer=who, node_id=node_id("Commit", int(commit.sha[:7], 16)))
+        body["tree"] = {"url": f"{api}/git/trees/{commit.tree}", "sha": commit.tree}
+        body["parents"] = [self.parent_json(repo, sha) for sha in commit.parents]
         return body
 
-    def diff_entry(self, repo: Repo, change: FileChange, head_sha: str) -> dict[str, Any]:
-        path = quoted(change.path)
-        return self.example(
-            "diff-entry-items",
-            0,
-            sha=change.sha,
-            filename=change.path,
-            status=change.status,
-            additions=change.additions,
-            deletions=change.deletions,
-            changes=change.additions + change.deletions,
-            blob_url=f"{self.html(repo.full_name)}/blob/{head_sha}/{path}",
-            raw_url=f"{self.html(repo.full_name)}/raw/{head_sha}/{path}",
-            contents_url=f"{self.api(repo.full_name)}/contents/{path}?ref={head_sha}",
-            patch=change.patch,
+    def email(self, login: str) -> str:
+        return f"{self.user_id(login)}+{login}@users.noreply.github.com"
+
+    def parent_json(self, repo: Repo, sha: str) -> Any:
+        html = f"{self.html(repo.full_name)}/commit/{sha}"
+        return {"url": f"{self.api(repo.full_name)}/commits/{sha}", "html_url": html, "sha": sha}
+
+    def commit_json(self, repo: Repo, commit: Commit) -> Any:
+        """GET commits/{ref}: the commit with its changes against its first parent."""
+        git, api = self.git_commit_json(repo, commit), f"{self.api(repo.full_name)}/commits/"
+        changes = self.git.diff(commit.parents[0] if commit.parents else None, commit.sha)
+        files = [self.diff_json(repo, change, commit.sha) for change in changes]
+        adds, dels = sum(f["additions"] for f in files), sum(f["deletions"] for f in files)
+        inner = {key: git[key] for key in ("author", "committer", "message", "tree", "url")}
+        body = {"sha": commit.sha, "node_id": git["node_id"], "html_url": git["html_url"]}
+        body |= {"commit": inner | {"comment_count": 0, "verification": git["verification"]}}
+        body |= {"url": api + commit.sha, "comments_url": f"{api}{commit.sha}/comments"}
+        body |= {"author": self.user_json(commit.author), "parents": git["parents"]}
+        stats = {"total": adds + dels, "additions": adds, "deletions": dels}
+        return body | {"committer": body["author"], "stats": stats, "files": files}
+
+    def content_json(self, repo: Repo, path: str, ref: str, sha: str, text: str | None) -> Any:
+        """A file (``text``) or a folder entry (``text=None``) of the contents API."""
+        api, html, where = self.api(repo.full_name), self.html(repo.full_name), f"{ref}/{path}"
+        kind, data = "file" if text is not None else "dir", (text or "").encode()
+        links = {"self": f"{api}/contents/{quoted(path)}?ref={urllib.parse.quote(ref)}"}
+        links["git"] = f"{api}/git/{'blobs' if text is not None else 'trees'}/{sha}"
+        links["html"] = f"{html}/{'blob' if text is not None else 'tree'}/{quoted(where)}"
+        body = self.example("content-file-response-if-content-is-a-file", type=kind, sha=sha)
+        body.update(size=len(data), name=path.rsplit("/", 1)[-1], path=path, _links=links)
+        body.update(url=links["self"], git_url=links["git"], html_url=links["html"])
+        body["download_url"] = f"{html}/raw/{quoted(where)}" if text is not None else None
+        encoded = base64.b64encode(data).decode()
+        return body | {"content": "".join(f"{line}\n" for line in re.findall(".{1,60}", encoded))}
+
+    def diff_json(self, repo: Repo, change: FileChange, head_sha: str) -> Any:
+        path, html = quoted(change.filename), self.html(repo.full_name)
+        body = self.example("diff-entry-items", 0, of=change)
+        body.update(changes=change.additions + change.deletions)
+        body.update(
+            blob_url=f"{html}/blob/{head_sha}/{path}", raw_url=f"{html}/raw/{head_sha}/{path}"
         )
+        return body | {"contents_url": f"{self.api(repo.full_name)}/contents/{path}?ref={head_sha}"}
 
     # -- pull requests, comments, reactions ----------------------------------------------------
 
-    def label(self, repo: Repo, name: str) -> dict[str, Any]:
-        name, ident = self.state.label(repo, name)
-        colors = ("d73a4a", "0075ca", "cfd3d7", "a2eeef", "7057ff", "008672", "e4e669")
-        return {
-            "id": ident,
-            "node_id": node_id("Label", ident),
-            "url": f"{self.api(repo.full_name)}/labels/{urllib.parse.quote(name, safe='')}",
-            "name": name,
-            "color": colors[sum(name.encode()) % len(colors)],
-            "default": False,
-            "description": "",
-        }
+    def label_json(self, repo: Repo, name: str) -> Any:
+        name, ident = self.label(repo, name)
+        url = f"{self.api(repo.full_name)}/labels/{urllib.parse.quote(name, safe='')}"
+        body = {"id": ident, "node_id": node_id("Label", ident), "url": url, "name": name}
+        color = hashlib.sha1(name.encode()).hexdigest()[:6]
+        return body | {"color": color, "default": False, "description": ""}
 
     def association(self, repo: Repo, login: str) -> str:
         if login.lower() == repo.owner.lower():
             return "OWNER"
-        role = self.state.permission(login, repo.full_name)
+        role = self.permission(login, repo.full_name)
         return "COLLABORATOR" if role in ("admin", "maintain", "write") else "NONE"
 
-    def pull_end(self, repo: Repo, branch: str, sha: str) -> dict[str, Any]:
-        repo_body = self.repo_as(repo, "pull-request", "head", "repo")
-        user = self.user(repo.owner)
-        return {
-            "label": f"{repo.owner}:{branch}",
-            "ref": branch,
-            "sha": sha,
-            "user": user,
-            "repo": repo_body,
-        }
+    def end_json(self, repo: Repo, branch: str, sha: str) -> Any:
+        """The head or base of a pull request."""
+        body = {"label": f"{repo.owner}:{branch}", "ref": branch, "sha": sha}
+        body["user"] = self.user_json(repo.owner)
+        return body | {"repo": self.repo_as(repo, "pull-request", "head", "repo")}
 
-    def pull(self, pr: PullRequest, simple: bool = False) -> dict[str, Any]:
+    def pull_json(self, pr: PullRequest, simple: bool = False) -> Any:
         """A pull request; ``simple``: as lists have it."""
-        repo, git = self.state.repo(pr.repo), self.state.git
-        example = "6dcb09b5b57875f334f61aebed695e2e4193db5e"  # the example's head sha
-        ids = {"octocat/Hello-World": pr.repo, "1347": str(pr.number), example: pr.head_sha}
-        values: dict[str, Any] = dict(
-            id=pr.id,
-            node_id=node_id("PullRequest", pr.id),
-            number=pr.number,
-            state=pr.state,
-            locked=False,
-            title=pr.title,
-            user=self.user(pr.user),
-            body=pr.body or None,
-            labels=[self.label(repo, name) for name in pr.labels],
-            milestone=None,
-            active_lock_reason=None,
-            created_at=iso(pr.created_at),
-            updated_at=iso(pr.updated_at),
-            closed_at=iso(pr.closed_at),
-            merged_at=iso(pr.merged_at),
-            merge_commit_sha=pr.merge_commit_sha,
-            assignee=None,
-            assignees=[],
-            requested_reviewers=[],
-            requested_teams=[],
-            head=self.pull_end(self.state.repo(pr.head_repo), pr.head, pr.head_sha),
-            base=self.pull_end(repo, pr.base, repo.branches.get(pr.base, pr.head_sha)),
-            author_association=self.association(repo, pr.user),
-            auto_merge=None,
-            draft=False,
+        repo = self.repo(pr.repo)
+        ids = {"octocat/Hello-World": pr.repo, "1347": str(pr.number)}
+        ids["6dcb09b5b57875f334f61aebed695e2e4193db5e"] = pr.head_sha  # the example's head
+        body = self.example("pull-request", of=pr, ids=ids, body=pr.body or None, locked=False)
+        body.update(dict.fromkeys(("milestone", "active_lock_reason", "assignee", "auto_merge")))
+        body.update({key: [] for key in ("assignees", "requested_reviewers", "requested_teams")})
+        body["labels"] = [self.label_json(repo, name) for name in pr.labels]
+        body["head"] = self.end_json(self.repo(pr.head_repo), pr.head, pr.head_sha)
+        body["base"] = self.end_json(repo, pr.base, repo.branches.get(pr.base, pr.head_sha))
+        body.update(
+            user=self.user_json(pr.user), author_association=self.association(repo, pr.user)
         )
+        body["merged_by"] = self.user_json(pr.merged_by) if pr.merged_by else None
         if simple:
-            return fit(self.example("pull-request-simple-items", 0, ids=ids), values)
-        files = self.state.pull_files(pr)
-        mergeable = self.state.mergeable(pr) if pr.state == "open" else None
-        merge_base = git.merge_base(pr.head_sha, self.state.pull_base_sha(pr))
-        values.update(
-            merged=pr.merged,
-            mergeable=mergeable,
-            rebaseable=mergeable,
-            mergeable_state={True: "clean", False: "dirty", None: "unknown"}[mergeable],
-            merged_by=self.user(pr.merged_by) if pr.merged_by else None,
-            comments=len(self.state.comments(pr.number, pr.repo)),
-            review_comments=0,
-            maintainer_can_modify=False,
-            commits=len(git.log(pr.head_sha, merge_base)),
-            additions=sum(change.additions for change in files),
-            deletions=sum(change.deletions for change in files),
-            changed_files=len(files),
-        )
-        return fit(self.example("pull-request", ids=ids), values)
-
-    def reactions(self, url: str, comment_id: int | None) -> dict[str, Any]:
-        """The reaction roll-up of a comment (``None``: of an issue, which has none here)."""
-        found = self.state.reactions(comment_id) if comment_id is not None else []
-        kinds = ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")
-        counts = {kind: sum(r.content == kind for r in found) for kind in kinds}
-        return {"url": url, "total_count": len(found), **counts}
-
-    def comment(self, comment: Comment) -> dict[str, Any]:
-        repo = self.state.repo(comment.repo)
-        url = f"{self.api(repo.full_name)}/issues/comments/{comment.id}"
-        ids = {"octocat/Hello-World": comment.repo, "1347": str(comment.issue_number)}
-        return self.example(
-            "issue-comment",
-            ids={**ids, "1": str(comment.id)},
-            id=comment.id,
-            node_id=node_id("IssueComment", comment.id),
-            html_url=f"{self.html(repo.full_name)}/pull/{comment.issue_number}#issuecomment-{comment.id}",
-            body=comment.body,
-            user=self.user(comment.user),
-            created_at=iso(comment.created_at),
-            updated_at=iso(comment.updated_at),
-            author_association=self.association(repo, comment.user),
-            reactions=self.reactions(f"{url}/reactions", comment.id),
-        )
-
-    def reaction(self, reaction: Reaction) -> dict[str, Any]:
-        return self.example(
-            "reaction",
-            id=reaction.id,
-            node_id=node_id("Reaction", reaction.id),
-            user=self.user(reaction.user),
-            content=reaction.content,
-            created_at=iso(reaction.created_at),
-        )
-
-    # -- checks and Actions --------------------------------------------------------------------
-
-    def pull_ref(self, pr: PullRequest) -> dict[str, Any]:
-        """The minimal pull request check runs and workflow runs carry."""
-
-        def end(full_name: str, branch: str, sha: str) -> dict[str, Any]:
-            repo = self.state.repo(full_name)
-            ref = {"id": repo.id, "url": self.api(full_name), "name": repo.name}
-            return {"ref": branch, "sha": sha, "repo": ref}
-
-        base_sha = self.state.pull_base_sha(pr)
-        return {
-            "url": f"{self.api(pr.repo)}/pulls/{pr.number}",
-            "id": pr.id,
-            "number": pr.number,
-            "head": end(pr.head_repo, pr.head, pr.head_sha),
-            "base": end(pr.repo, pr.base, base_sha),
-        }
-
-    def check_run(self, run: CheckRun) -> dict[str, Any]:
-        pulls = [
-            self.pull_ref(pr)
-            for pr in self.state.pulls(run.repo)
-            if pr.state == "open" and pr.head_sha == run.head_sha and not pr.fork
-        ]
-        body = self.example(
-            "check-run",
-            ids={"github/hello-world": run.repo, "4": str(run.id)},
-            id=run.id,
-            head_sha=run.head_sha,
-            node_id=node_id("CheckRun", run.id),
-            external_id=run.external_id,
-            details_url=run.details_url or f"{self.html(run.repo)}/runs/{run.id}",
-            status=run.status,
-            conclusion=run.conclusion,
-            started_at=iso(run.started_at),
-            completed_at=iso(run.completed_at),
-            name=run.name,
-            check_suite={"id": run.check_suite_id or run.id},
-            app=self.app(actions=run.check_suite_id != 0),
-            pull_requests=pulls,
-        )
-        body["output"].update(
-            title=run.title, summary=run.summary, text=run.text, annotations_count=0
+            return fit(self.example("pull-request-simple-items", 0, ids=ids), body)
+        files, mergeable = self.pull_files(pr), self.mergeable(pr) if pr.state == "open" else None
+        since = self.git.merge_base(pr.head_sha, self.pull_base_sha(pr))
+        body.update(mergeable=mergeable, rebaseable=mergeable, draft=False, review_comments=0)
+        body["mergeable_state"] = {True: "clean", False: "dirty", None: "unknown"}[mergeable]
+        body.update(comments=len(self.comments(pr.number, pr.repo)), maintainer_can_modify=False)
+        body.update(commits=len(self.git.log(pr.head_sha, since)), changed_files=len(files))
+        body["additions"], body["deletions"] = (
+            sum(f.additions for f in files),
+            sum(f.deletions for f in files),
         )
         return body
 
-    def workflow(self, workflow: Workflow) -> dict[str, Any]:
+    def comment_json(self, comment: Comment) -> Any:
+        repo, ident = self.repo(comment.repo), str(comment.id)
+        ids = {"octocat/Hello-World": comment.repo, "1347": str(comment.issue_number), "1": ident}
+        body = self.example("issue-comment", of=comment, ids=ids, user=self.user_json(comment.user))
+        body["html_url"] = (
+            f"{self.html(repo.full_name)}/pull/{comment.issue_number}#issuecomment-{ident}"
+        )
+        body["author_association"] = self.association(repo, comment.user)
+        found = [r.content for r in self.reactions(comment.id)]
+        kinds = ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")
+        rollup = {"url": f"{body['url']}/reactions", "total_count": len(found)}
+        return body | {"reactions": rollup | {kind: found.count(kind) for kind in kinds}}
+
+    def reaction_json(self, reaction: Reaction) -> Any:
+        return self.example("reaction", of=reaction, user=self.user_json(reaction.user))
+
+    # -- checks and Actions --------------------------------------------------------------------
+
+    def pull_ref_json(self, pr: PullRequest) -> Any:
+        """The minimal pull request of check runs and workflow runs."""
+        ends = [(pr.head_repo, pr.head, pr.head_sha), (pr.repo, pr.base, self.pull_base_sha(pr))]
+        body = {"url": f"{self.api(pr.repo)}/pulls/{pr.number}", "id": pr.id, "number": pr.number}
+        for key, (full_name, branch, sha) in zip(("head", "base"), ends, strict=True):
+            target = self.repo(full_name)
+            repo = {"id": target.id, "url": self.api(full_name), "name": target.name}
+            body[key] = {"ref": branch, "sha": sha, "repo": repo}
+        return body
+
+    def check_run_json(self, run: CheckRun) -> Any:
+        pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
+        ids = {"github/hello-world": run.repo, "4": str(run.id)}
+        body = self.example(
+            "check-run", of=run, ids=ids, check_suite={"id": run.check_suite_id or run.id}
+        )
+        body.update(details_url=body["html_url"], app=self.app_json(run.check_suite_id != 0))
+        body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head_sha == run.head_sha]
+        body["output"] |= {"title": run.title, "summary": run.summary, "text": run.text}
+        return body | {"output": body["output"] | {"annotations_count": 0}}
+
+    def workflow_json(self, workflow: Workflow) -> Any:
         api, html = self.api(workflow.repo), self.html(workflow.repo)
-        return {
-            "id": workflow.id,
-            "node_id": node_id("Workflow", workflow.id),
-            "name": workflow.name,
-            "path": workflow.path,
-            "state": "active",
-            "created_at": iso(workflow.created_at),
-            "updated_at": iso(workflow.created_at),
-            "url": f"{api}/actions/workflows/{workflow.id}",
-            "html_url": f"{html}/blob/HEAD/{workflow.path}",
-            "badge_url": f"{html}/workflows/{quoted(workflow.name)}/badge.svg",
-        }
+        created = iso(self.repo(workflow.repo).created_at)
+        body = {"id": workflow.id, "node_id": node_id("Workflow", workflow.id), "state": "active"}
+        body |= {"name": workflow.name, "path": workflow.path, "created_at": created}
+        body |= {"updated_at": created, "url": f"{api}/actions/workflows/{workflow.id}"}
+        body["html_url"] = f"{html}/blob/HEAD/{workflow.path}"
+        return body | {"badge_url": f"{html}/workflows/{quoted(workflow.name)}/badge.svg"}
 
-    def workflow_run(self, run: WorkflowRun) -> dict[str, Any]:
-        repo, commit = self.state.repo(run.repo), self.state.get_commit(run.head_sha)
-        person = {"name": commit.author, "email": self.state.email(commit.author)}
-        pulls = [
-            self.pull_ref(pr)
-            for pr in self.state.pulls(run.repo)
-            if pr.state == "open" and pr.head == run.head_branch and not pr.fork
-        ]
-        minimal = self.repo_as(repo, "workflow-run", "repository")
+    def run_json(self, run: WorkflowRun) -> Any:
+        commit, actor = self.get_commit(run.head_sha), self.user_json(run.actor)
+        pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
         ids = {"octo-org/octo-repo": run.repo, "30433642": str(run.id)}
-        ids.update({"159038": str(run.workflow_id), "414944374": str(run.check_suite_id)})
-        return self.example(
-            "workflow-run",
-            ids=ids,
-            id=run.id,
-            name=run.name,
-            node_id=node_id("WorkflowRun", run.id),
-            check_suite_id=run.check_suite_id,
-            check_suite_node_id=node_id("CheckSuite", run.check_suite_id),
-            head_branch=run.head_branch,
-            head_sha=run.head_sha,
-            path=run.path,
-            run_number=run.run_number,
-            event=run.event,
-            display_title=run.display_title,
-            status=run.status,
-            conclusion=run.conclusion,
-            workflow_id=run.workflow_id,
-            pull_requests=pulls,
-            created_at=iso(run.created_at),
-            updated_at=iso(run.updated_at),
-            actor=self.user(run.actor),
-            triggering_actor=self.user(run.actor),
-            referenced_workflows=[],
-            run_started_at=iso(run.run_started_at or run.created_at),
-            previous_attempt_url=None,
-            head_commit={
-                "id": commit.sha,
-                "tree_id": commit.tree,
-                "message": commit.message,
-                "timestamp": iso(commit.date),
-                "author": person,
-                "committer": dict(person),
-            },
-            repository=minimal,
-            head_repository=minimal,
-        )
+        ids |= {"159038": str(run.workflow_id), "414944374": str(run.check_suite_id)}
+        body = self.example("workflow-run", of=run, ids=ids, actor=actor, triggering_actor=actor)
+        body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head == run.head_branch]
+        body.update(referenced_workflows=[], previous_attempt_url=None)
+        body["check_suite_node_id"] = node_id("CheckSuite", run.check_suite_id)
+        body["run_started_at"] = iso(run.run_started_at or run.created_at)
+        who = {"name": commit.author, "email": self.email(commit.author)}
+        head = {"id": commit.sha, "tree_id": commit.tree, "message": commit.message}
+        body["head_commit"] = head | {
+            "timestamp": iso(commit.date),
+            "author": who,
+            "committer": who,
+        }
+        body["repository"] = self.repo_as(self.repo(run.repo), "workflow-run", "repository")
+        return body | {"head_repository": body["repository"]}
 
-    def artifact(self, artifact: Artifact) -> dict[str, Any]:
-        run, repo = self.state.run(artifact.run_id), self.state.repo(artifact.repo)
-        return self.example(
-            "artifact-paginated",
-            "artifacts",
-            0,
-            ids={"octo-org/octo-docs": artifact.repo, "11": str(artifact.id)},
-            id=artifact.id,
-            node_id=node_id("Artifact", artifact.id),
-            name=artifact.name,
-            size_in_bytes=sum(len(data) for data in artifact.files.values()),
-            expired=False,
-            created_at=iso(artifact.created_at),
-            expires_at=iso(artifact.created_at + timedelta(days=90)),
-            updated_at=iso(artifact.created_at),
-            digest="sha256:" + hashlib.sha256(artifact_zip(artifact)).hexdigest(),
-            workflow_run={
-                "id": run.id,
-                "repository_id": repo.id,
-                "head_repository_id": repo.id,
-                "head_branch": run.head_branch,
-                "head_sha": run.head_sha,
-            },
-        )
+    def artifact_json(self, artifact: Artifact) -> Any:
+        run, repo = self.run(artifact.run_id), self.repo(artifact.repo)
+        ids = {"octo-org/octo-docs": artifact.repo, "11": str(artifact.id)}
+        body = self.example("artifact-paginated", "artifacts", 0, of=artifact, ids=ids)
+        body.update(expired=False, size_in_bytes=sum(map(len, artifact.files.values())))
+        body.update(updated_at=iso(artifact.created_at))
+        body["expires_at"] = iso(artifact.created_at + timedelta(days=90))
+        body["digest"] = "sha256:" + hashlib.sha256(artifact_zip(artifact)).hexdigest()
+        origin = {"id": run.id, "repository_id": repo.id, "head_repository_id": repo.id}
+        return body | {
+            "workflow_run": origin | {"head_branch": run.head_branch, "head_sha": run.head_sha}
+        }
