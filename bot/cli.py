@@ -80,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--force", action="store_true", help="overwrite files that differ")
 
+    env = sub.add_parser(
+        "train-env", help="prepare the GPU training environment of a Megatron/torchtitan recipe"
+    )
+    env.add_argument("recipe", type=Path)
+    for name in ("torch", "cuda", "megatron", "torchtitan", "transformer-engine"):
+        env.add_argument(f"--{name}", default="")
+    env.add_argument("--cache", type=Path, required=True, help="the runner's tool cache")
+    env.add_argument("--github-env", type=Path, help="append the settings to this file")
+
     serve = sub.add_parser("serve", help="the GitHub App: webhook server (settings: ATTUNE_*)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -171,6 +180,17 @@ def dispatch(args: argparse.Namespace) -> int:
         from bot.commands.init import init
 
         return init(args.dest, ref=args.ref, force=args.force)
+    if args.command == "train-env":
+        from bot.commands.train_env import TrainEnvRequest, train_env
+
+        request = TrainEnvRequest(
+            torch=args.torch,
+            cuda=args.cuda,
+            megatron=args.megatron,
+            torchtitan=args.torchtitan,
+            transformer_engine=args.transformer_engine,
+        )
+        return train_env(args.recipe, request, cache=args.cache, github_env=args.github_env)
     if args.command == "serve":
         from bot.commands.serve import serve
 

@@ -321,6 +321,9 @@ class Runner:
         self.summary = tmp / "summary.md"
         self.github = github
         self.outputs: dict[str, str] = {}
+        self.github_env = tmp / "github_env"
+        """``$GITHUB_ENV``: what a step exports here, later steps see (as on GitHub)."""
+        self.github_env.write_text("")
 
     def env(self, step: dict[str, Any], inputs: dict[str, str]) -> dict[str, str]:
         values = {
@@ -336,7 +339,9 @@ class Runner:
             "RUNNER_TEMP": str(self.temp),
             "GITHUB_ACTION_PATH": str(ACTIONS / self.action),
             "GITHUB_STEP_SUMMARY": str(self.summary),
+            "GITHUB_ENV": str(self.github_env),
             **self.github,
+            **dict(line.split("=", 1) for line in self.github_env.read_text().splitlines() if line),
         }
         for key, value in (step.get("env") or {}).items():
             expression = re.fullmatch(
@@ -706,7 +711,8 @@ def test_the_bench_action_runs_a_trial_of_the_commit_recipe(tmp_path: Path) -> N
     out.mkdir()
     (out / "result.json").write_text("{}")  # an earlier job's, on a reused machine
     ran = runner.run_all({**GOOD_BENCH, "sha": server.head})
-    assert [r.rc for r in ran] == [0, 0, 0, 0], ran[-1].stdout
+    assert [r.rc for r in ran] == [0, 0, 0, 0, 0], ran[-1].stdout
+    assert "nothing to prepare" in ran[3].stdout  # an embedded recipe: attune's own venv
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "ok"
     assert (result["trial"], result["sha"]) == ("c3", server.head)
