@@ -2,8 +2,7 @@
 
 Every repository of the fake keeps its objects there (forks share objects, as on GitHub) and its
 branches in its own namespace, ``refs/namespaces/<owner>/refs/namespaces/<name>/refs/heads/``.
-Commits never change, so what is read from them (snapshots, merge bases, diffs, merges) is
-cached.
+Commits never change, so what git says about given commits is remembered.
 """
 
 from __future__ import annotations
@@ -13,13 +12,11 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-T = TypeVar("T")
 
 
 def blob_sha(text: str) -> str:
@@ -59,26 +56,28 @@ class GitStore:
     def __init__(self) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="fakegithub-")
         self._env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-        self._memo: dict[tuple[str, ...], Any] = {}
+        self._memo: dict[tuple[str, ...], tuple[int, str]] = {}
+        self._commits: dict[str, Commit] = {}
         self.run("init", "--quiet", "--bare")
 
-    def run(self, *args: str, stdin: bytes = b"", ok: tuple[int, ...] = (0,)) -> tuple[int, bytes]:
-        """``git args`` in the repository: its exit code (one of ``ok``) and output."""
+    def run(self, *args: str, stdin: bytes = b"", ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
+        """``git args`` here: its exit code (one of ``ok``) and output; remembered for the
+        commands whose answer about given commits never changes."""
+        if args in self._memo:
+            return self._memo[args]
         command = ["git", "-C", self._folder.name, "-c", "core.quotePath=false", *args]
         done = subprocess.run(command, input=stdin, capture_output=True, env=self._env)
         if done.returncode not in ok:
             raise RuntimeError(f"git {args[0]}: {done.stderr.decode(errors='replace')}")
-        return done.returncode, done.stdout
-
-    def _once(self, key: tuple[str, ...], make: Callable[[], T]) -> T:
-        if key not in self._memo:
-            self._memo[key] = make()
-        return cast(T, self._memo[key])
+        result = done.returncode, done.stdout.decode(errors="replace")
+        if args[0] in ("merge-base", "rev-list", "merge-tree", "diff-tree", "ls-tree"):
+            self._memo[args] = result
+        return result
 
     def set_branch(self, repo: str, branch: str, sha: str) -> None:
         owner, name = repo.split("/")
-        ref = f"refs/namespaces/{owner}/refs/namespaces/{name}/refs/heads/{branch}"
-        self.run("update-ref", ref, sha)
+        namespace = f"refs/namespaces/{owner}/refs/namespaces/{name}"
+        self.run("update-ref", f"{namespace}/refs/heads/{branch}", sha)
 
     def write(
         self,
@@ -101,84 +100,71 @@ class GitStore:
             add = b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(data), data)
             lines.append(f"D {path}\n".encode() if text is None else add)
         script = b"reset refs/fake/scratch\n" + b"".join(lines) + b"\nget-mark :1\n"
-        return self.commit(
-            self.run("fast-import", "--quiet", "--force", stdin=script)[1].decode().strip()
-        )
+        return self.commit(self.run("fast-import", "--quiet", "--force", stdin=script)[1].strip())
 
     def exists(self, sha: str) -> bool:
         """Whether ``sha`` is the full sha of a commit here."""
-        if ("commit", sha) in self._memo or not re.fullmatch(r"[0-9a-f]{40}", sha):
-            return ("commit", sha) in self._memo
+        if sha in self._commits or not re.fullmatch(r"[0-9a-f]{40}", sha):
+            return sha in self._commits
         return self.run("cat-file", "-e", f"{sha}^{{commit}}", ok=(0, 1, 128))[0] == 0
 
     def commit(self, sha: str) -> Commit:
-        return self._once(("commit", sha), lambda: self._read(sha))
-
-    def _read(self, sha: str) -> Commit:
-        header, _, message = self.run("cat-file", "commit", sha)[1].decode().partition("\n\n")
+        if sha in self._commits:
+            return self._commits[sha]
+        header, _, message = self.run("cat-file", "commit", sha)[1].partition("\n\n")
         fields = [line.split(" ", 1) for line in header.splitlines()]
         author = next(value for key, value in fields if key == "author")
-        listing = self.run("ls-tree", "-r", "-z", "--full-tree", sha)[1].decode().split("\0")
+        listing = self.run("ls-tree", "-r", "-z", "--full-tree", sha)[1].split("\0")
         blobs = {entry.split("\t", 1)[1]: entry.split()[2] for entry in listing if entry}
-        out = self.run(
-            "cat-file", "--batch", stdin="".join(f"{b}\n" for b in blobs.values()).encode()
-        )[1]
+        command = ["git", "-C", self._folder.name, "cat-file", "--batch"]
+        stdin = "".join(f"{b}\n" for b in blobs.values()).encode()
+        out = subprocess.run(command, input=stdin, capture_output=True, env=self._env).stdout
         files, at = {}, 0
         for path in blobs:  # each blob: "<sha> blob <size>\n<data>\n"
             start = out.index(b"\n", at) + 1
             size = int(out[at : start - 1].split()[2])
             files[path], at = out[start : start + size].decode(errors="replace"), start + size + 1
         parents = tuple(value for key, value in fields if key == "parent")
-        date = datetime.fromtimestamp(int(author.split()[-2]), UTC)
-        return Commit(
-            sha, fields[0][1], parents, message, author.rsplit(" <", 1)[0], date, files, blobs
-        )
+        name, date = author.rsplit(" <", 1)[0], datetime.fromtimestamp(int(author.split()[-2]), UTC)
+        made = Commit(sha, fields[0][1], parents, message, name, date, files, blobs)
+        return self._commits.setdefault(sha, made)
 
     def folder(self, sha: str, path: str) -> list[tuple[str, str]]:
         """``(path, object sha)`` of each entry of folder ``path`` (``""``: the root)."""
         code, out = self.run("ls-tree", "-z", f"{sha}:{path}", ok=(0, 128))
-        entries = [
-            entry.split("\t", 1) for entry in out.decode().split("\0") if entry and code == 0
-        ]
+        entries = [entry.split("\t", 1) for entry in out.split("\0") if entry and code == 0]
         return [(f"{path}/{name}".lstrip("/"), info.split()[2]) for info, name in entries]
 
     def merge_base(self, a: str, b: str) -> str | None:
-        code, out = self._once(("base", a, b), lambda: self.run("merge-base", a, b, ok=(0, 1)))
-        return out.decode().strip() if code == 0 else None
+        code, out = self.run("merge-base", a, b, ok=(0, 1))
+        return out.strip() if code == 0 else None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        run = ("merge-base", "--is-ancestor", ancestor, descendant)
-        return self._once(run, lambda: self.run(*run, ok=(0, 1)))[0] == 0
+        return self.run("merge-base", "--is-ancestor", ancestor, descendant, ok=(0, 1))[0] == 0
 
     def log(self, head: str, exclude: str | None) -> list[str]:
         """Commits reachable from ``head`` but not from ``exclude``, oldest first."""
-        run = ("rev-list", "--reverse", head, *([f"^{exclude}"] if exclude else []))
-        return self._once(run, lambda: self.run(*run)[1].decode().split())
+        excluded = [f"^{exclude}"] if exclude else []
+        return self.run("rev-list", "--reverse", head, *excluded)[1].split()
 
     def merge_tree(self, base: str, head: str) -> str | None:
         """The tree of git's three-way merge of ``head`` into ``base``, ``None`` on a conflict."""
-        run = ("merge-tree", "--write-tree", "--no-messages", base, head)
-        code, out = self._once(run, lambda: self.run(*run, ok=(0, 1)))
-        return out.decode().split("\n")[0] if code == 0 else None
+        code, out = self.run("merge-tree", "--write-tree", "--no-messages", base, head, ok=(0, 1))
+        return out.split("\n")[0] if code == 0 else None
 
     def diff(self, old: str | None, new: str) -> list[FileChange]:
         """The files that differ from commit ``old`` (``None``: none) to ``new``."""
-        run = ("diff-tree", "-r", "-p", "--no-renames", "--full-index", old or EMPTY_TREE, new)
-        return self._once(run, lambda: _parse_diff(self.run(*run)[1].decode(errors="replace")))
-
-
-def _parse_diff(out: str) -> list[FileChange]:
-    changes = []
-    for section in re.split(r"^diff --git ", out, flags=re.M)[1:]:
-        head, _, hunks = section.partition("\n@@")
-        names = head.split("\n", 1)[0]  # "a/<path> b/<path>", the same path twice
-        path = names[2 : 2 + (len(names) - 5) // 2]
-        status = (
-            "added" if "\nnew file" in head else "removed" if "\ndeleted" in head else "modified"
-        )
-        blobs = re.findall(r"^index (\w+)\.\.(\w+)", head, flags=re.M) or [("", "")]
-        patch = ("@@" + hunks).rstrip("\n") if hunks else ""
-        signs = [line[:1] for line in patch.splitlines()]
-        sha = blobs[0][0] if status == "removed" else blobs[0][1]
-        changes.append(FileChange(path, status, sha, patch, signs.count("+"), signs.count("-")))
-    return changes
+        args = ("-r", "-p", "--no-renames", "--full-index", old or EMPTY_TREE, new)
+        changes = []
+        for section in re.split(r"^diff --git ", self.run("diff-tree", *args)[1], flags=re.M)[1:]:
+            head, _, hunks = section.partition("\n@@")
+            names = head.split("\n", 1)[0]  # "a/<path> b/<path>", the same path twice
+            status = "added" if "\nnew file" in head else "modified"
+            status = "removed" if "\ndeleted" in head else status
+            blobs = re.findall(r"^index (\w+)\.\.(\w+)", head, flags=re.M) or [("", "")]
+            patch = ("@@" + hunks).rstrip("\n") if hunks else ""
+            signs = [line[:1] for line in patch.splitlines()]
+            sha = blobs[0][0] if status == "removed" else blobs[0][1]
+            path = names[2 : 2 + (len(names) - 5) // 2]
+            changes.append(FileChange(path, status, sha, patch, signs.count("+"), signs.count("-")))
+        return changes

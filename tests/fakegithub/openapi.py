@@ -1,15 +1,12 @@
 """GitHub's REST description (``rest-api-subset.json``, a trimmed OpenAPI 3.0 subset): the
-operations the fake may serve, the schemas requests and responses are checked against, and the
-examples response bodies start from.
-
-OpenAPI 3.0 is not JSON Schema: ``nullable: true`` becomes a ``null`` member of ``type`` (or of
-``enum``), and every ``#/components/...`` reference is made absolute so that any sub-schema
-resolves through one ``referencing.Registry``.
+operations the fake may serve, the schemas requests and responses are checked against and the
+examples bodies start from. OpenAPI 3.0 is not JSON Schema: ``nullable: true`` becomes a
+``null`` type (or enum member), and ``#/components/...`` references are made absolute so that
+any sub-schema resolves through one ``referencing.Registry``.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -21,46 +18,31 @@ from jsonschema import Draft7Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
-ROOT_URI = "urn:github-rest-api-subset"
-KNOWN_GAPS = (
-    r"(^|/)requested_teams/\d+:type$",
-    r"^(user)?:role_name$",
-    r"(^|/)source:language$",
-    r"(^|/)required_status_checks:checks$",
-)
-"""``<path>:<missing property>`` of ``required`` errors GitHub's own examples have (SOURCES.md)."""
-
-_LABELS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
-EXTRA_OPERATIONS: dict[tuple[str, str], dict[str, Any] | None] = {
-    ("GET", "/repos/{owner}/{repo}/commits/{ref}"): None,
-    ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): None,
-    ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): {
-        "oneOf": [
-            {"type": "object", "properties": {"labels": _LABELS}, "required": ["labels"]},
-            _LABELS,
-        ]
+ROOT = "urn:github-rest-api-subset"
+KNOWN_GAPS = r"(^|/)requested_teams/\d+:type$|^(user)?:role_name$|(^|/)source:language$"
+"""``<path>:<missing property>`` of the ``required`` errors GitHub's own examples have."""
+_R, _LABELS = "/repos/{owner}/{repo}", {"type": "array", "items": {"type": "string"}}
+EXTRA_OPERATIONS: dict[tuple[str, str], Any] = {
+    ("GET", _R + "/commits/{ref}"): None,
+    ("GET", _R + "/issues/{issue_number}/labels"): None,
+    ("POST", _R + "/issues/{issue_number}/labels"): {
+        "oneOf": [{"properties": {"labels": _LABELS}, "required": ["labels"]}, _LABELS]
     },
-    ("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}"): None,
-    ("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches"): {
+    ("GET", _R + "/actions/workflows/{workflow_id}"): None,
+    ("POST", _R + "/actions/workflows/{workflow_id}/dispatches"): {
         "type": "object",
-        "properties": {
-            "ref": {"type": "string"},
-            "inputs": {"type": "object", "maxProperties": 25},
-            "return_run_details": {"type": "boolean"},
-        },
+        "properties": {"ref": {"type": "string"}, "inputs": {"maxProperties": 25}},
         "required": ["ref"],
     },
-    ("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs"): None,
-    ("GET", "/repos/{owner}/{repo}/actions/runs"): None,
-    ("GET", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/zip"): None,
+    ("GET", _R + "/actions/workflows/{workflow_id}/runs"): None,
+    ("GET", _R + "/actions/runs"): None,
+    ("GET", _R + "/actions/artifacts/{artifact_id}/zip"): None,
 }
-"""Real GitHub operations the fake serves that the subset lacks, with the JSON body schema
-each accepts (``None``: no body)."""
+"""Real GitHub operations the subset lacks, with the JSON body each takes (``None``: none)."""
 
 
 def fixtures_dir() -> Path:
-    """``$ATTUNE_GITHUB_FIXTURES``, else ``tests/fixtures/github`` (``SOURCES.md`` there says
-    where each file came from)."""
+    """``$ATTUNE_GITHUB_FIXTURES``, else ``tests/fixtures/github`` (see its SOURCES.md)."""
     override = os.environ.get("ATTUNE_GITHUB_FIXTURES")
     return Path(override) if override else Path(__file__).resolve().parents[1] / "fixtures/github"
 
@@ -70,18 +52,13 @@ def _to_json_schema(node: Any) -> Any:
         return [_to_json_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "$ref" and isinstance(value, str) and value.startswith("#/"):
-            out[key] = ROOT_URI + value
-        elif not (key == "nullable" and isinstance(value, bool)):
-            out[key] = _to_json_schema(value)
-    if node.get("nullable") is True:
+    out = {k: ROOT + v if k == "$ref" else _to_json_schema(v) for k, v in node.items()}
+    if isinstance(node.get("nullable"), bool) and out.pop("nullable"):
         if isinstance(out.get("type"), str):
             out["type"] = [out["type"], "null"]
         elif "type" not in out:
             out = {"anyOf": [out, {"type": "null"}]}
-        if "enum" in out and None not in out["enum"]:
+        if None not in out.get("enum", [None]):
             out["enum"] = [*out["enum"], None]
     return out
 
@@ -90,32 +67,24 @@ class Spec:
     """The loaded description: operations, converted schemas, examples and validators."""
 
     def __init__(self, document: dict[str, Any]) -> None:
-        self.examples: dict[str, Any] = document["components"].get("examples", {})
-        self.converted: dict[str, Any] = _to_json_schema(
-            {"paths": document["paths"], "components": document["components"]}
-        )
-        self.registry: Registry[Any] = Registry().with_resource(
-            ROOT_URI, DRAFT7.create_resource(self.converted)
-        )
+        self.examples: dict[str, Any] = document["components"]["examples"]
+        parts = {k: v for k, v in document["components"].items() if k != "examples"}
+        self.converted: dict[str, Any] = _to_json_schema({**document, "components": parts})
+        resource = DRAFT7.create_resource(self.converted)
+        self.registry: Registry[Any] = Registry().with_resource(ROOT, resource)
         self._validators: dict[str, Draft7Validator] = {}
 
-    def operation(self, method: str, template: str) -> dict[str, Any] | None:
-        item = self.converted["paths"].get(template)
-        return None if item is None else item.get(method.lower())
+    def operation(self, method: str, template: str) -> Any:
+        return self.converted["paths"].get(template, {}).get(method.lower())
 
-    def example(self, name: str) -> Any:
-        """A deep copy of the value of ``#/components/examples/<name>``."""
-        return copy.deepcopy(self.examples[name]["value"])
-
-    def _resolve(self, node: dict[str, Any]) -> dict[str, Any]:
+    def _resolve(self, node: Any) -> Any:
         while "$ref" in node:
-            target: Any = self.converted
-            for part in node["$ref"].removeprefix(ROOT_URI + "#/").split("/"):
-                target = target[part.replace("~1", "/").replace("~0", "~")]
-            node = target
+            pointer, node = node["$ref"].removeprefix(ROOT + "#/"), self.converted
+            for part in pointer.split("/"):
+                node = node[part.replace("~1", "/").replace("~0", "~")]
         return node
 
-    def problems(self, key: str, schema: dict[str, Any], instance: Any, where: str) -> list[str]:
+    def problems(self, key: str, schema: Any, instance: Any, where: str) -> list[str]:
         """What is wrong with ``instance`` against ``schema`` (validator cached as ``key``)."""
         if key not in self._validators:
             self._validators[key] = Draft7Validator(schema, registry=self.registry)
@@ -125,68 +94,53 @@ class Spec:
             if error.validator == "oneOf" and "is valid under each of" in error.message:
                 continue  # the description's loose oneOf (e.g. two all-optional error shapes)
             missing = re.match(r"'(.+)' is a required property", error.message)
-            if missing and any(re.search(g, f"{path}:{missing.group(1)}") for g in KNOWN_GAPS):
+            if missing and re.search(KNOWN_GAPS, f"{path}:{missing.group(1)}"):
                 continue
             found.append(f"{f'{where}/{path}' if path else where}: {error.message[:300]}")
         return found
 
-    def validate_request(
-        self, method: str, template: str, query: dict[str, str], body: Any, has_body: bool
-    ) -> list[str]:
+    def validate_request(self, method: str, template: str, query: dict[str, Any], body: Any) -> Any:
         """Problems of the query parameters and the JSON body (``[]`` when valid)."""
-        op = self.operation(method, template)
+        found, op = [], self.operation(method, template)
         if op is None:
             schema = EXTRA_OPERATIONS.get((method, template))
-            if schema is None:
-                return []
-            if not has_body:
-                return ["body: a JSON body is required"]
-            return self.problems(f"extra {method} {template}", schema, body, "body")
-        found: list[str] = []
+            return (
+                []
+                if schema is None
+                else self.problems(f"{method} {template}", schema, body, "body")
+            )
         for param in map(self._resolve, op.get("parameters", [])):
-            name = param["name"]
+            name, schema = param["name"], param.get("schema", {})
             if param.get("in") != "query" or name not in query:
                 continue
-            schema, value = param.get("schema", {}), query[name]
-            typed: Any = value
-            if schema.get("type") == "integer":
-                if not value.lstrip("-").isdigit():
-                    found.append(f"query/{name}: {value!r} is not an integer")
-                    continue
-                typed = int(value)
+            value: Any = query[name]
+            if schema.get("type") == "integer" and re.fullmatch(r"-?\d+", value):
+                value = int(value)
             elif schema.get("type") == "boolean":
-                typed = {"true": True, "false": False}.get(value, value)
-            found += self.problems(f"{method} {template} {name}", schema, typed, f"query/{name}")
+                value = {"true": True, "false": False}.get(value, value)
+            found += self.problems(f"{method} {template} {name}", schema, value, f"query/{name}")
         spec = op.get("requestBody") or {}
         schema = spec.get("content", {}).get("application/json", {}).get("schema")
-        if schema is not None and has_body:
-            found += self.problems(f"request {method} {template}", schema, body, "body")
-        elif schema is not None and spec.get("required"):
-            found.append("body: a JSON body is required")
+        if schema is not None and (body is not None or spec.get("required")):
+            found += self.problems(f"{method} {template} body", schema, body, "body")
         return found
 
     def validate_response(self, method: str, template: str, status: int, body: Any) -> list[str]:
-        """Problems of a JSON response body against the description's schema for ``status``
-        (``[]`` when it has none)."""
-        response = ((self.operation(method, template) or {}).get("responses") or {}).get(
-            str(status)
-        )
-        content = self._resolve(response or {}).get("content", {})
+        """Problems of a JSON answer against the schema for ``status`` (``[]``: none)."""
+        responses = (self.operation(method, template) or {}).get("responses", {})
+        content = self._resolve(responses.get(str(status), {})).get("content", {})
         schema = content.get("application/json", {}).get("schema")
-        if schema is None:
-            return []
         where = f"{method} {template} {status}"
-        return self.problems(f"response {where}", schema, body, where)
+        return [] if schema is None else self.problems(where, schema, body, where)
 
     def validate_schema(self, name: str, instance: Any) -> list[str]:
         """Problems of ``instance`` against ``#/components/schemas/<name>``."""
-        schema = {"$ref": f"{ROOT_URI}#/components/schemas/{name}"}
+        schema = {"$ref": f"{ROOT}#/components/schemas/{name}"}
         return self.problems(f"schema {name}", schema, instance, name)
 
 
 @cache
 def load_spec(path: str | None = None) -> Spec:
-    """The description at ``path`` (default: the fixtures' ``rest-api-subset.json``), parsed
-    once per process."""
+    """The description at ``path`` (default: the fixtures'), parsed once per process."""
     source = Path(path) if path else fixtures_dir() / "rest-api-subset.json"
     return Spec(json.loads(source.read_text(encoding="utf-8")))

@@ -1,11 +1,11 @@
 """Response bodies: GitHub's own examples from the description, relinked to the fake, with the
 fields the state knows written over them.
 
-Relinking swaps an example's hosts (api.github.com, github.com, ...) for the fake's base URL
-and, in its URLs, the example's identities (its repository, number, sha) for the object's own,
-so every URL GitHub sends is there and leads to the right place. The state is written after
-that (user text too, which is so never rewritten): a record's fields that the example has under
-the same names are copied, and the rest is set by hand.
+Relinking swaps an example's hosts (api.github.com, github.com, ...) for the fake's URL and, in
+its URLs, the example's identities (its repository, number, sha) for the object's own, so every
+URL GitHub sends is there and leads to the right place. The state is written after that (user
+text too, which is so never rewritten): the fields of a record that the example has under the
+same names are copied, the others set by hand.
 """
 
 from __future__ import annotations
@@ -22,22 +22,11 @@ from typing import Any
 
 from .gitstore import Commit, FileChange
 from .openapi import Spec
-from .state import (
-    ROLES,
-    Artifact,
-    CheckRun,
-    Comment,
-    FakeState,
-    PullRequest,
-    Reaction,
-    Repo,
-    Workflow,
-    WorkflowRun,
-)
+from .state import ROLES, FakeState, Record
 
 _GITHUB = r'"(?:https?://(?:[\w-]+\.)*(?:github\.com|githubusercontent\.com)|git://github\.com)'
-ALL = ("actions", "checks", "contents", "issues", "pull_requests")
-APP_PERMISSIONS = dict.fromkeys(ALL, "write") | {"metadata": "read"}
+APP_PERMISSIONS = dict.fromkeys(("actions", "checks", "contents", "issues"), "write")
+APP_PERMISSIONS |= {"metadata": "read", "pull_requests": "write"}
 APP_EVENTS = ["check_run", "issue_comment", "pull_request", "workflow_run"]
 
 
@@ -74,7 +63,7 @@ def fit(template: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     return {key: values.get(key, item) for key, item in template.items()}
 
 
-def artifact_zip(artifact: Artifact) -> bytes:
+def artifact_zip(artifact: Record) -> bytes:
     """The artifact's files in a zip, byte for byte the same each time."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -84,7 +73,7 @@ def artifact_zip(artifact: Artifact) -> bytes:
 
 
 class Bodies(FakeState):
-    """The state, rendered as GitHub's JSON for the server at ``url``."""
+    """The state as GitHub's JSON, for the server at ``url``."""
 
     url: str
     spec: Spec
@@ -99,15 +88,15 @@ class Bodies(FakeState):
 
     def example(self, name: str, /, *steps: str | int, of: Any = None, **fields: Any) -> Any:
         """Example ``name`` (at ``steps``) relinked with the ``ids`` field, with the same-named
-        fields of record ``of`` (and a node id for it), then the other ``fields``."""
+        fields of record ``of`` (and its node id, of kind ``node``), then the other ``fields``."""
         if (name, *steps) not in self._hosted:
             self._hosted[(name, *steps)] = hosted(self.raw(name, *steps), self.url)
         body: dict[str, Any] = relink(self._hosted[(name, *steps)], fields.pop("ids", None))
         for key in [key for key in body if of is not None and hasattr(of, key)]:
             value = getattr(of, key)
             body[key] = iso(value) if isinstance(value, datetime) else value
-        if "node_id" in body and hasattr(of, "id"):
-            body["node_id"] = node_id(type(of).__name__, of.id)
+        if "node" in fields:
+            body["node_id"] = node_id(fields.pop("node"), of.id)
         return body | fields
 
     def api(self, full_name: str) -> str:
@@ -127,10 +116,10 @@ class Bodies(FakeState):
             body["html_url"] = f"{self.url}/apps/{login.removesuffix('[bot]')}"
         return body
 
-    def repo_json(self, repo: Repo) -> Any:
+    def repo_json(self, repo: Record) -> Any:
         """GET /repos/{owner}/{repo} (``repo_as`` fits it to the smaller shapes)."""
         ids = {"octocat/Hello-World": repo.full_name}
-        body = self.example("full-repository-default-response", of=repo, ids=ids)
+        body = self.example("full-repository-default-response", of=repo, ids=ids, node="Repo")
         count = sum(pr.state == "open" for pr in self.pulls(repo.full_name))
         body.update(owner=self.user_json(repo.owner), open_issues_count=count, open_issues=count)
         body.update(fork=repo.fork_of is not None, language=None, updated_at=body["created_at"])
@@ -143,7 +132,7 @@ class Bodies(FakeState):
             body["parent"] = body["source"] = self.repo_as(parent, "pull-request", "head", "repo")
         return body
 
-    def repo_as(self, repo: Repo, name: str, *steps: str | int) -> Any:
+    def repo_as(self, repo: Record, name: str, *steps: str | int) -> Any:
         """``repo`` in the shape of the repository at ``steps`` in example ``name``."""
         ids = {self.raw(name, *steps)["full_name"]: repo.full_name}
         return fit(self.example(name, *steps, ids=ids), self.repo_json(repo))
@@ -159,24 +148,24 @@ class Bodies(FakeState):
             body.update(events=APP_EVENTS, permissions=APP_PERMISSIONS)
         return body
 
-    def collaborator_json(self, repo: Repo, login: str) -> Any:
+    def collaborator_json(self, repo: Record, login: str) -> Any:
         role = self.permission(login, repo.full_name)
-        rank = dict(zip(("pull", "triage", "push", "maintain", "admin"), range(5), strict=True))
+        keys = ("pull", "triage", "push", "maintain", "admin")
         user = self.user_json(login) | {"role_name": role}
-        user["permissions"] = {key: ROLES.index(role) > i for key, i in rank.items()}
+        user["permissions"] = {key: ROLES.index(role) > i for i, key in enumerate(keys)}
         legacy = {"maintain": "write", "triage": "read"}.get(role, role)
         return {"permission": legacy, "role_name": role, "user": user}
 
     # -- git -----------------------------------------------------------------------------------
 
-    def ref_json(self, repo: Repo, branch: str) -> Any:
+    def ref_json(self, repo: Record, branch: str) -> Any:
         sha, api = repo.branches[branch], self.api(repo.full_name)
         ident = int(hashlib.sha1(f"{repo.id}:{branch}".encode()).hexdigest()[:7], 16)
         body = self.example("git-ref", ref=f"refs/heads/{branch}", node_id=node_id("Ref", ident))
         body["object"] = {"type": "commit", "sha": sha, "url": f"{api}/git/commits/{sha}"}
         return body | {"url": f"{api}/git/refs/heads/{quoted(branch)}"}
 
-    def git_commit_json(self, repo: Repo, commit: Commit) -> Any:
+    def git_commit_json(self, repo: Record, commit: Commit) -> Any:
         """A git commit object (the ``commit`` of a file commit)."""
         api, html = self.api(repo.full_name), self.html(repo.full_name)
         who = {"date": iso(commit.date), "name": commit.author, "email": self.email(commit.author)}
@@ -184,17 +173,15 @@ class Bodies(FakeState):
         body.update(url=f"{api}/git/commits/{commit.sha}", html_url=f"{html}/commit/{commit.sha}")
         body.update(author=who, committer=who, node_id=node_id("Commit", int(commit.sha[:7], 16)))
         body["tree"] = {"url": f"{api}/git/trees/{commit.tree}", "sha": commit.tree}
-        body["parents"] = [self.parent_json(repo, sha) for sha in commit.parents]
-        return body
+        parents = [(f"{api}/commits/{p}", f"{html}/commit/{p}", p) for p in commit.parents]
+        return body | {
+            "parents": [dict(zip(("url", "html_url", "sha"), p, strict=True)) for p in parents]
+        }
 
     def email(self, login: str) -> str:
         return f"{self.user_id(login)}+{login}@users.noreply.github.com"
 
-    def parent_json(self, repo: Repo, sha: str) -> Any:
-        html = f"{self.html(repo.full_name)}/commit/{sha}"
-        return {"url": f"{self.api(repo.full_name)}/commits/{sha}", "html_url": html, "sha": sha}
-
-    def commit_json(self, repo: Repo, commit: Commit) -> Any:
+    def commit_json(self, repo: Record, commit: Commit) -> Any:
         """GET commits/{ref}: the commit with its changes against its first parent."""
         git, api = self.git_commit_json(repo, commit), f"{self.api(repo.full_name)}/commits/"
         changes = self.git.diff(commit.parents[0] if commit.parents else None, commit.sha)
@@ -208,7 +195,7 @@ class Bodies(FakeState):
         stats = {"total": adds + dels, "additions": adds, "deletions": dels}
         return body | {"committer": body["author"], "stats": stats, "files": files}
 
-    def content_json(self, repo: Repo, path: str, ref: str, sha: str, text: str | None) -> Any:
+    def content_json(self, repo: Record, path: str, ref: str, sha: str, text: str | None) -> Any:
         """A file (``text``) or a folder entry (``text=None``) of the contents API."""
         api, html, where = self.api(repo.full_name), self.html(repo.full_name), f"{ref}/{path}"
         kind, data = "file" if text is not None else "dir", (text or "").encode()
@@ -219,48 +206,52 @@ class Bodies(FakeState):
         body.update(size=len(data), name=path.rsplit("/", 1)[-1], path=path, _links=links)
         body.update(url=links["self"], git_url=links["git"], html_url=links["html"])
         body["download_url"] = f"{html}/raw/{quoted(where)}" if text is not None else None
-        encoded = base64.b64encode(data).decode()
-        return body | {"content": "".join(f"{line}\n" for line in re.findall(".{1,60}", encoded))}
+        lines = re.findall(".{1,60}", base64.b64encode(data).decode())
+        return body | {"content": "".join(f"{line}\n" for line in lines)}
 
-    def diff_json(self, repo: Repo, change: FileChange, head_sha: str) -> Any:
-        path, html = quoted(change.filename), self.html(repo.full_name)
+    def diff_json(self, repo: Record, change: FileChange, head_sha: str) -> Any:
+        path, html, api = (
+            quoted(change.filename),
+            self.html(repo.full_name),
+            self.api(repo.full_name),
+        )
         body = self.example("diff-entry-items", 0, of=change)
         body.update(changes=change.additions + change.deletions)
         body.update(
             blob_url=f"{html}/blob/{head_sha}/{path}", raw_url=f"{html}/raw/{head_sha}/{path}"
         )
-        return body | {"contents_url": f"{self.api(repo.full_name)}/contents/{path}?ref={head_sha}"}
+        return body | {"contents_url": f"{api}/contents/{path}?ref={head_sha}"}
 
     # -- pull requests, comments, reactions ----------------------------------------------------
 
-    def label_json(self, repo: Repo, name: str) -> Any:
+    def label_json(self, repo: Record, name: str) -> Any:
         name, ident = self.label(repo, name)
         url = f"{self.api(repo.full_name)}/labels/{urllib.parse.quote(name, safe='')}"
         body = {"id": ident, "node_id": node_id("Label", ident), "url": url, "name": name}
         color = hashlib.sha1(name.encode()).hexdigest()[:6]
         return body | {"color": color, "default": False, "description": ""}
 
-    def association(self, repo: Repo, login: str) -> str:
+    def association(self, repo: Record, login: str) -> str:
         if login.lower() == repo.owner.lower():
             return "OWNER"
         role = self.permission(login, repo.full_name)
         return "COLLABORATOR" if role in ("admin", "maintain", "write") else "NONE"
 
-    def end_json(self, repo: Repo, branch: str, sha: str) -> Any:
-        """The head or base of a pull request."""
+    def end_json(self, repo: Record, branch: str, sha: str) -> Any:
+        """The head or the base of a pull request."""
         body = {"label": f"{repo.owner}:{branch}", "ref": branch, "sha": sha}
         body["user"] = self.user_json(repo.owner)
         return body | {"repo": self.repo_as(repo, "pull-request", "head", "repo")}
 
-    def pull_json(self, pr: PullRequest, simple: bool = False) -> Any:
+    def pull_json(self, pr: Record, simple: bool = False) -> Any:
         """A pull request; ``simple``: as lists have it."""
         repo = self.repo(pr.repo)
         ids = {"octocat/Hello-World": pr.repo, "1347": str(pr.number)}
         ids["6dcb09b5b57875f334f61aebed695e2e4193db5e"] = pr.head_sha  # the example's head
-        body = self.example("pull-request", of=pr, ids=ids, body=pr.body or None, locked=False)
+        body = self.example("pull-request", of=pr, ids=ids, node="PullRequest", locked=False)
         body.update(dict.fromkeys(("milestone", "active_lock_reason", "assignee", "auto_merge")))
         body.update({key: [] for key in ("assignees", "requested_reviewers", "requested_teams")})
-        body["labels"] = [self.label_json(repo, name) for name in pr.labels]
+        body.update(body=pr.body or None, labels=[self.label_json(repo, n) for n in pr.labels])
         body["head"] = self.end_json(self.repo(pr.head_repo), pr.head, pr.head_sha)
         body["base"] = self.end_json(repo, pr.base, repo.branches.get(pr.base, pr.head_sha))
         body.update(
@@ -275,31 +266,31 @@ class Bodies(FakeState):
         body["mergeable_state"] = {True: "clean", False: "dirty", None: "unknown"}[mergeable]
         body.update(comments=len(self.comments(pr.number, pr.repo)), maintainer_can_modify=False)
         body.update(commits=len(self.git.log(pr.head_sha, since)), changed_files=len(files))
-        body["additions"], body["deletions"] = (
-            sum(f.additions for f in files),
-            sum(f.deletions for f in files),
-        )
-        return body
+        adds, dels = sum(f.additions for f in files), sum(f.deletions for f in files)
+        return body | {"additions": adds, "deletions": dels}
 
-    def comment_json(self, comment: Comment) -> Any:
+    def comment_json(self, comment: Record) -> Any:
         repo, ident = self.repo(comment.repo), str(comment.id)
         ids = {"octocat/Hello-World": comment.repo, "1347": str(comment.issue_number), "1": ident}
-        body = self.example("issue-comment", of=comment, ids=ids, user=self.user_json(comment.user))
-        body["html_url"] = (
-            f"{self.html(repo.full_name)}/pull/{comment.issue_number}#issuecomment-{ident}"
+        body = self.example("issue-comment", of=comment, ids=ids, node="IssueComment")
+        body["html_url"] = f"{self.html(repo.full_name)}/pull/{comment.issue_number}"
+        body["html_url"] += f"#issuecomment-{ident}"
+        body.update(
+            user=self.user_json(comment.user),
+            author_association=self.association(repo, comment.user),
         )
-        body["author_association"] = self.association(repo, comment.user)
         found = [r.content for r in self.reactions(comment.id)]
         kinds = ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")
         rollup = {"url": f"{body['url']}/reactions", "total_count": len(found)}
         return body | {"reactions": rollup | {kind: found.count(kind) for kind in kinds}}
 
-    def reaction_json(self, reaction: Reaction) -> Any:
-        return self.example("reaction", of=reaction, user=self.user_json(reaction.user))
+    def reaction_json(self, reaction: Record) -> Any:
+        user = self.user_json(reaction.user)
+        return self.example("reaction", of=reaction, node="Reaction", user=user)
 
     # -- checks and Actions --------------------------------------------------------------------
 
-    def pull_ref_json(self, pr: PullRequest) -> Any:
+    def pull_ref_json(self, pr: Record) -> Any:
         """The minimal pull request of check runs and workflow runs."""
         ends = [(pr.head_repo, pr.head, pr.head_sha), (pr.repo, pr.base, self.pull_base_sha(pr))]
         body = {"url": f"{self.api(pr.repo)}/pulls/{pr.number}", "id": pr.id, "number": pr.number}
@@ -309,18 +300,17 @@ class Bodies(FakeState):
             body[key] = {"ref": branch, "sha": sha, "repo": repo}
         return body
 
-    def check_run_json(self, run: CheckRun) -> Any:
+    def check_run_json(self, run: Record) -> Any:
         pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
         ids = {"github/hello-world": run.repo, "4": str(run.id)}
-        body = self.example(
-            "check-run", of=run, ids=ids, check_suite={"id": run.check_suite_id or run.id}
-        )
+        body = self.example("check-run", of=run, ids=ids, node="CheckRun")
         body.update(details_url=body["html_url"], app=self.app_json(run.check_suite_id != 0))
+        body.update(check_suite={"id": run.check_suite_id or run.id})
         body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head_sha == run.head_sha]
-        body["output"] |= {"title": run.title, "summary": run.summary, "text": run.text}
-        return body | {"output": body["output"] | {"annotations_count": 0}}
+        output = {"title": run.title, "summary": run.summary, "text": run.text}
+        return body | {"output": body["output"] | output | {"annotations_count": 0}}
 
-    def workflow_json(self, workflow: Workflow) -> Any:
+    def workflow_json(self, workflow: Record) -> Any:
         api, html = self.api(workflow.repo), self.html(workflow.repo)
         created = iso(self.repo(workflow.repo).created_at)
         body = {"id": workflow.id, "node_id": node_id("Workflow", workflow.id), "state": "active"}
@@ -329,14 +319,14 @@ class Bodies(FakeState):
         body["html_url"] = f"{html}/blob/HEAD/{workflow.path}"
         return body | {"badge_url": f"{html}/workflows/{quoted(workflow.name)}/badge.svg"}
 
-    def run_json(self, run: WorkflowRun) -> Any:
+    def run_json(self, run: Record) -> Any:
         commit, actor = self.get_commit(run.head_sha), self.user_json(run.actor)
         pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
         ids = {"octo-org/octo-repo": run.repo, "30433642": str(run.id)}
         ids |= {"159038": str(run.workflow_id), "414944374": str(run.check_suite_id)}
-        body = self.example("workflow-run", of=run, ids=ids, actor=actor, triggering_actor=actor)
+        body = self.example("workflow-run", of=run, ids=ids, node="WorkflowRun", actor=actor)
         body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head == run.head_branch]
-        body.update(referenced_workflows=[], previous_attempt_url=None)
+        body.update(referenced_workflows=[], previous_attempt_url=None, triggering_actor=actor)
         body["check_suite_node_id"] = node_id("CheckSuite", run.check_suite_id)
         body["run_started_at"] = iso(run.run_started_at or run.created_at)
         who = {"name": commit.author, "email": self.email(commit.author)}
@@ -349,10 +339,12 @@ class Bodies(FakeState):
         body["repository"] = self.repo_as(self.repo(run.repo), "workflow-run", "repository")
         return body | {"head_repository": body["repository"]}
 
-    def artifact_json(self, artifact: Artifact) -> Any:
+    def artifact_json(self, artifact: Record) -> Any:
         run, repo = self.run(artifact.run_id), self.repo(artifact.repo)
         ids = {"octo-org/octo-docs": artifact.repo, "11": str(artifact.id)}
-        body = self.example("artifact-paginated", "artifacts", 0, of=artifact, ids=ids)
+        body = self.example(
+            "artifact-paginated", "artifacts", 0, of=artifact, ids=ids, node="Artifact"
+        )
         body.update(expired=False, size_in_bytes=sum(map(len, artifact.files.values())))
         body.update(updated_at=iso(artifact.created_at))
         body["expires_at"] = iso(artifact.created_at + timedelta(days=90))

@@ -76,18 +76,13 @@ class Webhooks:
         payload["repository"] = fit(payload["repository"], fake.repo_json(fake.repo(repo)))
         payload["sender"] = fit(payload["sender"], fake.user_json(sender))
         ident = fake.installation_id
-        payload["installation"] = {
-            "id": ident,
-            "node_id": node_id("IntegrationInstallation", ident),
-        }
+        payload["installation"] = {"id": ident, "node_id": node_id("Installation", ident)}
         return payload
 
     def issue_comment(self, number: int, user: str, body: str, action: str = "created") -> Any:
-        """``issue_comment`` on pull request ``number``; the comment is made first, as on
-        GitHub."""
+        """``issue_comment`` on pull request ``number``, made first as on GitHub."""
         with self.fake.lock:
-            pr = self.fake.pull(number)
-            comment = self.fake.comment_on(pr, body, user)
+            pr, comment = self.fake.pull(number), self.fake.add_comment(number, body, user)
             ids = {"2": str(number), "222": str(comment.id)}
             payload = self._payload("issue_comment.created.pull_request.json", pr.repo, user, ids)
             pull = self.fake.pull_json(pr)
@@ -97,13 +92,13 @@ class Webhooks:
             payload["comment"] = fit(payload["comment"], self.fake.comment_json(comment))
             return payload
 
-    def pull_request(self, action: str, number: int, sender: str | None = None) -> Any:
+    def pull_request(self, action: str, number: int) -> Any:
         """``pull_request`` ``action`` (from the recording of that action, else ``opened``)."""
         with self.fake.lock:
             pr, name = self.fake.pull(number), f"pull_request.{action}.json"
             if not (self.fake.fixtures / "webhooks" / name).exists():
                 name = "pull_request.opened.json"
-            payload = self._payload(name, pr.repo, sender or pr.user, {"2": str(number)})
+            payload = self._payload(name, pr.repo, pr.user, {"2": str(number)})
             pull = fit(payload["pull_request"], self.fake.pull_json(pr))
             return payload | {"action": action, "number": number, "pull_request": pull}
 
