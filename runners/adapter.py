@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -37,6 +37,12 @@ class LaunchSpec(BaseModel):
     """The benchmark harness's own arguments in ``argv`` (the same for every trial)."""
     overridden: list[str] = Field(default_factory=list)
     """The recipe's own arguments the harness replaced."""
+    device_kind: Literal["gpu", "cpu"] = "gpu"
+    """What one of ``devices`` is: a GPU, or a CPU rank (the embedded workload); a cluster
+    backend asks for GPUs or CPUs per node accordingly."""
+    avoid_nodes: list[str] = Field(default_factory=list)
+    """Nodes that ran earlier runs this one should not share (calibration spreads its baseline
+    runs): a backend with a choice of nodes prefers others."""
 
 
 class FrameworkKeys(BaseModel):

@@ -106,6 +106,7 @@ class EmbeddedAdapter:
             unset_env=[k for k in ENV_READ if k not in effective.env],
             devices=ranks,
             profile_trace=trace,
+            device_kind="cpu",
         )
 
     def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:
