@@ -1,7 +1,7 @@
 """GitHub's REST description (``rest-api-subset.json``, a trimmed OpenAPI 3.0 subset): the
-operations the fake may serve, the schemas requests and responses are checked against and the
-examples bodies start from. OpenAPI 3.0 is not JSON Schema: ``nullable: true`` becomes a
-``null`` type (or enum member), and ``#/components/...`` references are made absolute so that
+operations the fake routes requests to, the schemas requests and responses are checked against
+and the examples bodies start from. OpenAPI 3.0 is not JSON Schema: ``nullable: true`` becomes
+a ``null`` type (or enum member), and ``#/components/...`` references are made absolute so that
 any sub-schema resolves through one ``referencing.Registry``.
 """
 
@@ -21,24 +21,23 @@ from referencing.jsonschema import DRAFT7
 ROOT = "urn:github-rest-api-subset"
 KNOWN_GAPS = r"(^|/)requested_teams/\d+:type$|^(user)?:role_name$|(^|/)source:language$"
 """``<path>:<missing property>`` of the ``required`` errors GitHub's own examples have."""
-_R, _LABELS = "/repos/{owner}/{repo}", {"type": "array", "items": {"type": "string"}}
-EXTRA_OPERATIONS: dict[tuple[str, str], Any] = {
-    ("GET", _R + "/commits/{ref}"): None,
-    ("GET", _R + "/issues/{issue_number}/labels"): None,
-    ("POST", _R + "/issues/{issue_number}/labels"): {
-        "oneOf": [{"properties": {"labels": _LABELS}, "required": ["labels"]}, _LABELS]
-    },
-    ("GET", _R + "/actions/workflows/{workflow_id}"): None,
-    ("POST", _R + "/actions/workflows/{workflow_id}/dispatches"): {
-        "type": "object",
-        "properties": {"ref": {"type": "string"}, "inputs": {"maxProperties": 25}},
-        "required": ["ref"],
-    },
-    ("GET", _R + "/actions/workflows/{workflow_id}/runs"): None,
-    ("GET", _R + "/actions/runs"): None,
-    ("GET", _R + "/actions/artifacts/{artifact_id}/zip"): None,
+_R, _NAMES = "/repos/{owner}/{repo}", {"type": "array", "items": {"type": "string"}}
+_LABELS = {"oneOf": [{"properties": {"labels": _NAMES}, "required": ["labels"]}, _NAMES]}
+_DISPATCH = {"type": "object", "properties": {"inputs": {"maxProperties": 25}}}
+EXTRA_OPERATIONS: dict[tuple[str, str], tuple[str, Any]] = {
+    ("GET", _R + "/commits/{ref}"): ("repos/get-commit", None),
+    ("GET", _R + "/issues/{issue_number}/labels"): ("issues/list-labels-on-issue", None),
+    ("POST", _R + "/issues/{issue_number}/labels"): ("issues/add-labels", _LABELS),
+    ("GET", _R + "/actions/workflows/{workflow_id}"): ("actions/get-workflow", None),
+    ("POST", _R + "/actions/workflows/{workflow_id}/dispatches"): (
+        "actions/create-workflow-dispatch",
+        _DISPATCH | {"required": ["ref"]},
+    ),
+    ("GET", _R + "/actions/workflows/{workflow_id}/runs"): ("actions/list-workflow-runs", None),
+    ("GET", _R + "/actions/runs"): ("actions/list-workflow-runs-for-repo", None),
+    ("GET", _R + "/actions/artifacts/{artifact_id}/zip"): ("actions/download-artifact", None),
 }
-"""Real GitHub operations the subset lacks, with the JSON body each takes (``None``: none)."""
+"""Real GitHub operations the subset lacks: their ``operationId`` and JSON body (or ``None``)."""
 
 
 def fixtures_dir() -> Path:
@@ -63,8 +62,18 @@ def _to_json_schema(node: Any) -> Any:
     return out
 
 
+def _pattern(template: str) -> re.Pattern[str]:
+    """A template's regular expression: file paths and refs hold slashes, ids are numbers."""
+    pieces = re.split(r"\{(\w+)\}", template)
+    for i in range(1, len(pieces), 2):
+        number = pieces[i].endswith(("_number", "_id")) and pieces[i] != "workflow_id"
+        kind = {"path": ".*", "ref": ".+"}.get(pieces[i], "[0-9]+" if number else "[^/]+")
+        pieces[i] = f"(?P<{pieces[i]}>{kind})"
+    return re.compile("".join(p if i % 2 else re.escape(p) for i, p in enumerate(pieces)) + "$")
+
+
 class Spec:
-    """The loaded description: operations, converted schemas, examples and validators."""
+    """The loaded description: routes, converted schemas, examples and validators."""
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.examples: dict[str, Any] = document["components"]["examples"]
@@ -73,6 +82,21 @@ class Spec:
         resource = DRAFT7.create_resource(self.converted)
         self.registry: Registry[Any] = Registry().with_resource(ROOT, resource)
         self._validators: dict[str, Draft7Validator] = {}
+        ops = {key: operation for key, (operation, _) in EXTRA_OPERATIONS.items()}
+        for template, item in document["paths"].items():
+            methods = {m: o for m, o in item.items() if m != "parameters"}
+            ops |= {(m.upper(), template): o["operationId"] for m, o in methods.items()}
+        literal = {key: len(re.sub(r"\{\w+\}", "", key[1])) for key in ops}
+        ordered = sorted(ops, key=literal.__getitem__, reverse=True)
+        self.routes = [(*key, ops[key], _pattern(key[1])) for key in ordered]
+        """(method, template, ``operationId``, pattern), the most specific first."""
+
+    def route(self, method: str, path: str) -> tuple[str, str, dict[str, str]] | None:
+        """The path template, ``operationId`` and path parameters of a request, if known."""
+        for verb, template, operation, pattern in self.routes:
+            if verb == method and (found := pattern.match(path)):
+                return template, operation, found.groupdict()
+        return None
 
     def operation(self, method: str, template: str) -> Any:
         return self.converted["paths"].get(template, {}).get(method.lower())
@@ -103,12 +127,8 @@ class Spec:
         """Problems of the query parameters and the JSON body (``[]`` when valid)."""
         found, op = [], self.operation(method, template)
         if op is None:
-            schema = EXTRA_OPERATIONS.get((method, template))
-            return (
-                []
-                if schema is None
-                else self.problems(f"{method} {template}", schema, body, "body")
-            )
+            schema = EXTRA_OPERATIONS[method, template][1]
+            return self.problems(f"{method} {template}", schema, body, "body") if schema else []
         for param in map(self._resolve, op.get("parameters", [])):
             name, schema = param["name"], param.get("schema", {})
             if param.get("in") != "query" or name not in query:
@@ -131,7 +151,7 @@ class Spec:
         content = self._resolve(responses.get(str(status), {})).get("content", {})
         schema = content.get("application/json", {}).get("schema")
         where = f"{method} {template} {status}"
-        return [] if schema is None else self.problems(where, schema, body, where)
+        return self.problems(where, schema, body, where) if schema else []
 
     def validate_schema(self, name: str, instance: Any) -> list[str]:
         """Problems of ``instance`` against ``#/components/schemas/<name>``."""

@@ -1,11 +1,8 @@
-"""Response bodies: GitHub's own examples from the description, relinked to the fake, with the
-fields the state knows written over them.
-
-Relinking swaps an example's hosts (api.github.com, github.com, ...) for the fake's URL and, in
-its URLs, the example's identities (its repository, number, sha) for the object's own, so every
-URL GitHub sends is there and leads to the right place. The state is written after that (user
-text too, which is so never rewritten): the fields of a record that the example has under the
-same names are copied, the others set by hand.
+"""Response bodies: GitHub's own examples from the description, relinked to the fake, the state
+written over them. Relinking swaps the hosts (api.github.com, ...) for the fake's URL and, in
+URLs, the example's identities (its repository, number, sha) for the object's own, so every URL
+GitHub sends is there and leads to the right place; the state comes after (so user text is never
+rewritten): a record's fields the example has by the same name, then the rest by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from typing import Any
 
 from .gitstore import Commit, FileChange
 from .openapi import Spec
-from .state import ROLES, FakeState, Record
+from .state import FakeState, Record
 
 _GITHUB = r'"(?:https?://(?:[\w-]+\.)*(?:github\.com|githubusercontent\.com)|git://github\.com)'
 APP_PERMISSIONS = dict.fromkeys(("actions", "checks", "contents", "issues"), "write")
@@ -105,8 +102,6 @@ class Bodies(FakeState):
     def html(self, full_name: str) -> str:
         return f"{self.url}/{full_name}"
 
-    # -- users, repositories, the App ----------------------------------------------------------
-
     def user_json(self, login: str) -> Any:
         ident, kind = self.user_id(login), "Bot" if login.endswith("[bot]") else "User"
         ids = {"octocat": urllib.parse.quote(login, safe="")}
@@ -148,16 +143,6 @@ class Bodies(FakeState):
             body.update(events=APP_EVENTS, permissions=APP_PERMISSIONS)
         return body
 
-    def collaborator_json(self, repo: Record, login: str) -> Any:
-        role = self.permission(login, repo.full_name)
-        keys = ("pull", "triage", "push", "maintain", "admin")
-        user = self.user_json(login) | {"role_name": role}
-        user["permissions"] = {key: ROLES.index(role) > i for i, key in enumerate(keys)}
-        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
-        return {"permission": legacy, "role_name": role, "user": user}
-
-    # -- git -----------------------------------------------------------------------------------
-
     def ref_json(self, repo: Record, branch: str) -> Any:
         sha, api = repo.branches[branch], self.api(repo.full_name)
         ident = int(hashlib.sha1(f"{repo.id}:{branch}".encode()).hexdigest()[:7], 16)
@@ -173,10 +158,8 @@ class Bodies(FakeState):
         body.update(url=f"{api}/git/commits/{commit.sha}", html_url=f"{html}/commit/{commit.sha}")
         body.update(author=who, committer=who, node_id=node_id("Commit", int(commit.sha[:7], 16)))
         body["tree"] = {"url": f"{api}/git/trees/{commit.tree}", "sha": commit.tree}
-        parents = [(f"{api}/commits/{p}", f"{html}/commit/{p}", p) for p in commit.parents]
-        return body | {
-            "parents": [dict(zip(("url", "html_url", "sha"), p, strict=True)) for p in parents]
-        }
+        parents = [{"url": f"{api}/commits/{sha}", "sha": sha} for sha in commit.parents]
+        return body | {"parents": [p | {"html_url": f"{html}/commit/{p['sha']}"} for p in parents]}
 
     def email(self, login: str) -> str:
         return f"{self.user_id(login)}+{login}@users.noreply.github.com"
@@ -210,19 +193,12 @@ class Bodies(FakeState):
         return body | {"content": "".join(f"{line}\n" for line in lines)}
 
     def diff_json(self, repo: Record, change: FileChange, head_sha: str) -> Any:
-        path, html, api = (
-            quoted(change.filename),
-            self.html(repo.full_name),
-            self.api(repo.full_name),
-        )
+        path, html = quoted(change.filename), self.html(repo.full_name)
         body = self.example("diff-entry-items", 0, of=change)
-        body.update(changes=change.additions + change.deletions)
-        body.update(
-            blob_url=f"{html}/blob/{head_sha}/{path}", raw_url=f"{html}/raw/{head_sha}/{path}"
-        )
-        return body | {"contents_url": f"{api}/contents/{path}?ref={head_sha}"}
-
-    # -- pull requests, comments, reactions ----------------------------------------------------
+        body["changes"] = change.additions + change.deletions
+        body["raw_url"] = f"{html}/raw/{head_sha}/{path}"
+        body["contents_url"] = f"{self.api(repo.full_name)}/contents/{path}?ref={head_sha}"
+        return body | {"blob_url": f"{html}/blob/{head_sha}/{path}"}
 
     def label_json(self, repo: Record, name: str) -> Any:
         name, ident = self.label(repo, name)
@@ -254,9 +230,8 @@ class Bodies(FakeState):
         body.update(body=pr.body or None, labels=[self.label_json(repo, n) for n in pr.labels])
         body["head"] = self.end_json(self.repo(pr.head_repo), pr.head, pr.head_sha)
         body["base"] = self.end_json(repo, pr.base, repo.branches.get(pr.base, pr.head_sha))
-        body.update(
-            user=self.user_json(pr.user), author_association=self.association(repo, pr.user)
-        )
+        body["author_association"] = self.association(repo, pr.user)
+        body["user"] = self.user_json(pr.user)
         body["merged_by"] = self.user_json(pr.merged_by) if pr.merged_by else None
         if simple:
             return fit(self.example("pull-request-simple-items", 0, ids=ids), body)
@@ -275,20 +250,12 @@ class Bodies(FakeState):
         body = self.example("issue-comment", of=comment, ids=ids, node="IssueComment")
         body["html_url"] = f"{self.html(repo.full_name)}/pull/{comment.issue_number}"
         body["html_url"] += f"#issuecomment-{ident}"
-        body.update(
-            user=self.user_json(comment.user),
-            author_association=self.association(repo, comment.user),
-        )
+        body["author_association"] = self.association(repo, comment.user)
+        body["user"] = self.user_json(comment.user)
         found = [r.content for r in self.reactions(comment.id)]
         kinds = ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")
         rollup = {"url": f"{body['url']}/reactions", "total_count": len(found)}
         return body | {"reactions": rollup | {kind: found.count(kind) for kind in kinds}}
-
-    def reaction_json(self, reaction: Record) -> Any:
-        user = self.user_json(reaction.user)
-        return self.example("reaction", of=reaction, node="Reaction", user=user)
-
-    # -- checks and Actions --------------------------------------------------------------------
 
     def pull_ref_json(self, pr: Record) -> Any:
         """The minimal pull request of check runs and workflow runs."""
@@ -330,26 +297,21 @@ class Bodies(FakeState):
         body["check_suite_node_id"] = node_id("CheckSuite", run.check_suite_id)
         body["run_started_at"] = iso(run.run_started_at or run.created_at)
         who = {"name": commit.author, "email": self.email(commit.author)}
-        head = {"id": commit.sha, "tree_id": commit.tree, "message": commit.message}
-        body["head_commit"] = head | {
-            "timestamp": iso(commit.date),
-            "author": who,
-            "committer": who,
-        }
+        head: dict[str, Any] = {"id": commit.sha, "tree_id": commit.tree, "author": who}
+        body["head_commit"] = head | {"timestamp": iso(commit.date), "committer": who}
+        body["head_commit"]["message"] = commit.message
         body["repository"] = self.repo_as(self.repo(run.repo), "workflow-run", "repository")
         return body | {"head_repository": body["repository"]}
 
     def artifact_json(self, artifact: Record) -> Any:
         run, repo = self.run(artifact.run_id), self.repo(artifact.repo)
         ids = {"octo-org/octo-docs": artifact.repo, "11": str(artifact.id)}
-        body = self.example(
-            "artifact-paginated", "artifacts", 0, of=artifact, ids=ids, node="Artifact"
-        )
+        body = self.example("artifact-paginated", "artifacts", 0, of=artifact, ids=ids)
+        body["node_id"] = node_id("Artifact", artifact.id)
         body.update(expired=False, size_in_bytes=sum(map(len, artifact.files.values())))
         body.update(updated_at=iso(artifact.created_at))
         body["expires_at"] = iso(artifact.created_at + timedelta(days=90))
         body["digest"] = "sha256:" + hashlib.sha256(artifact_zip(artifact)).hexdigest()
         origin = {"id": run.id, "repository_id": repo.id, "head_repository_id": repo.id}
-        return body | {
-            "workflow_run": origin | {"head_branch": run.head_branch, "head_sha": run.head_sha}
-        }
+        origin |= {"head_branch": run.head_branch, "head_sha": run.head_sha}
+        return body | {"workflow_run": origin}

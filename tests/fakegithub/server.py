@@ -5,26 +5,24 @@
         app = github.Auth.AppAuth(fake.app_id, fake.private_key_pem)
         gh = github.Github(base_url=fake.url, auth=app.get_installation_auth(fake.installation_id))
 
-Authentication is a GitHub App's: the token endpoints want a JWT signed with the App's key
-(RS256, ``iss`` = ``app_id``, ``exp`` in the future and at most 10 minutes after ``iat``), the
-others an installation token. A request goes to the handler of its path template as the
-description spells it (the template that names the operation it is validated against), is
-authenticated, validated, answered and logged in ``requests``; an unknown or invalid one is
-recorded in ``violations``, and a JSON answer off its schema in ``response_problems``.
+A request is routed by the description (openapi.py) to the method named after its operation
+(``pulls/get`` -> ``pulls_get``), authenticated as a GitHub App's (the ``apps/`` operations
+want a JWT signed with the App's key: RS256, ``iss`` = ``app_id``, ``exp`` in the future and
+at most 10 minutes after ``iat``; the others an installation token), validated, answered and
+logged in ``requests``; unknown or invalid ones also go to ``violations``, and answers off
+their schema to ``response_problems``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 import socket
 import threading
 import time
 import traceback
 import urllib.parse
 import uuid
-from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
@@ -37,14 +35,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .openapi import EXTRA_OPERATIONS as EXTRA
 from .openapi import fixtures_dir, load_spec
 from .render import APP_EVENTS, APP_PERMISSIONS, Bodies, artifact_zip, iso
-from .state import Record, RequestRecord, Violation, now
+from .state import ROLES, Record, now
 from .webhooks import Webhooks
 
 T = TypeVar("T")
-REPO = "/repos/{owner}/{repo}"
+Answer = tuple[int, Any] | tuple[int, Any, dict[str, str]]
+"""A status, a JSON body (or a zip's bytes) and extra headers."""
 DOWNLOAD = "/_fake/artifacts/"
 """Where an artifact's ``zip`` redirects (GitHub sends a signed blob-storage URL)."""
 
@@ -77,29 +75,6 @@ class Req(Record):
         return self.body.get(name, default) if isinstance(self.body, dict) else default
 
 
-Answer = tuple[int, Any] | tuple[int, Any, dict[str, str]]
-"""A status, a JSON body or the bytes of a zip, and extra headers."""
-Handler = Callable[["FakeGitHub", Req], Answer]
-ROUTES: list[tuple[str, str, str, re.Pattern[str], Handler]] = []
-"""(method, template, auth: ``token`` or ``jwt``, pattern, handler)."""
-
-
-def route(method: str, template: str, auth: str = "token") -> Callable[[Handler], Handler]:
-    """Register a handler (file paths and refs may hold slashes, ids are numbers)."""
-    kinds = {"path": ".*", "ref": ".+", "workflow_id": "[^/]+"}
-    pieces = re.split(r"\{(\w+)\}", template)
-    for i in range(1, len(pieces), 2):
-        number = pieces[i].endswith(("_number", "_id"))
-        pieces[i] = f"(?P<{pieces[i]}>{kinds.get(pieces[i], '[0-9]+' if number else '[^/]+')})"
-    pattern = re.compile("".join(p if i % 2 else re.escape(p) for i, p in enumerate(pieces)) + "$")
-
-    def register(handler: Handler) -> Handler:
-        ROUTES.append((method, template, auth, pattern, handler))
-        return handler
-
-    return register
-
-
 @cache
 def _key_pair() -> tuple[str, Any]:
     """An RSA key pair (PEM private key, public key), made once per process: it is slow."""
@@ -113,19 +88,14 @@ class FakeGitHub(Bodies):
 
     def __init__(self) -> None:
         super().__init__()
-        self.spec, self.webhooks, self._hosted, self.fixtures = (
-            load_spec(),
-            Webhooks(self),
-            {},
-            fixtures_dir(),
-        )
+        self.spec, self.fixtures, self.webhooks = load_spec(), fixtures_dir(), Webhooks(self)
         self.private_key_pem, self._public_key = _key_pair()
-        self._socket = socket.socket()
+        self._hosted, self._socket = {}, socket.socket()
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no delayed ACKs
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-        app = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=methods)])
+        verbs = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+        app = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=verbs)])
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
 
@@ -158,11 +128,11 @@ class FakeGitHub(Bodies):
         claims = {"iat": stamp - 60, "exp": stamp + lifetime, "iss": str(self.app_id)}
         return jwt.encode(claims, self.private_key_pem, algorithm="RS256")
 
-    def _auth_problem(self, kind: str, header: str) -> str | None:
+    def _auth_problem(self, app: bool, header: str) -> str | None:
         scheme, _, credential = header.partition(" ")
         if scheme.lower() not in ("token", "bearer") or not credential.strip():
             return "Bad credentials" if header else "Requires authentication"
-        if kind == "token":
+        if not app:
             return None if self.token_valid(credential.strip()) else "Bad credentials"
         try:
             required = jwt.types.Options(require=["exp", "iat", "iss"])
@@ -181,10 +151,12 @@ class FakeGitHub(Bodies):
         method, path, query = request.method, request.url.path, dict(request.query_params)
         headers, raw = {k.lower(): v for k, v in request.headers.items()}, await request.body()
         with self.lock:
-            status, body, extra, template = self._answer(method, path, query, headers, raw)
-            self.requests.append(RequestRecord(method, path, status, headers, body, extra))
-            if template and isinstance(body, dict | list):
-                where = (method, template, status, body)
+            route = self.spec.route(method, path)
+            status, body, extra = self._answer(method, path, query, headers, raw, route)
+            log = {"status": status, "headers": headers, "response_headers": extra}
+            self.requests.append(Record(method=method, path=path, response_body=body, **log))
+            if route and isinstance(body, dict | list):
+                where = (method, route[0], status, body)
                 self.response_problems += self.spec.validate_response(*where)
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
         media = "application/zip" if isinstance(body, bytes) else "application/json; charset=utf-8"
@@ -192,33 +164,31 @@ class FakeGitHub(Bodies):
         extra |= {"X-GitHub-Request-Id": uuid.uuid4().hex[:20].upper()} | rate
         return Response(content if body is not None else b"", status, extra, media)
 
-    def _answer(
-        self, method: str, path: str, query: dict[str, str], headers: dict[str, str], raw: bytes
-    ) -> tuple[int, Any, dict[str, str], str | None]:
-        """Status, body, extra headers and matched template of one request."""
-        hits = [(r, m) for r in ROUTES if r[0] == method and (m := r[3].match(path))]
-        best = max(hits, key=lambda h: len(re.sub(r"\{\w+\}", "", h[0][1])), default=None)
+    def _answer(self, method: str, path: str, query: Any, head: Any, raw: Any, route: Any) -> Any:
+        """Status, body and extra headers of one request (``route``: what ``Spec.route`` says)."""
         try:
-            if best is None and method == "GET" and path.startswith(DOWNLOAD):
-                return *self._download(path, query), {}, None
-            if best is None:
+            if route is None and method == "GET" and path.startswith(DOWNLOAD):
+                return *self._download(path, query), {}
+            if route is None:
                 raise ApiError(404, "Not Found", violation="unknown endpoint")
-            (_, template, kind, _, handler), params = best[0], best[1].groupdict()
-            problem = self._auth_problem(kind, headers.get("authorization", ""))
+            template, operation, params = route
+            handler = getattr(self, operation.replace("/", "_").replace("-", "_"), None)
+            if handler is None:
+                raise ApiError(404, "Not Found", violation="an operation the fake does not serve")
+            auth = head.get("authorization", "")
+            problem = self._auth_problem(operation.startswith("apps/"), auth)
             if problem is not None:
                 raise ApiError(401, problem)
-            if not self.spec.operation(method, template) and (method, template) not in EXTRA:
-                raise ApiError(404, "Not Found", violation="not described")
             try:
                 body = json.loads(raw) if raw else None
             except ValueError as error:
                 raise ApiError(400, "Problems parsing JSON", violation="not JSON") from error
             problems = self.spec.validate_request(method, template, query, body)
             if problems:
-                errors = [{"resource": template, "code": "invalid", "message": p} for p in problems]
-                raise ApiError(422, "Invalid request.\n\n" + "\n".join(problems), errors, True)
-            answer = handler(self, Req(path=path, params=params, query=query, body=body))
-            return answer[0], answer[1], answer[2] if len(answer) > 2 else {}, template
+                detail = [{"resource": template, "code": "invalid", "message": p} for p in problems]
+                raise ApiError(422, "Invalid request.\n\n" + "\n".join(problems), detail, True)
+            answer = handler(Req(path=path, params=params, query=query, body=body))
+            return answer if len(answer) == 3 else (*answer, {})
         except ApiError as error:
             failure = error
         except Exception as error:  # a bug of the fake: answer 500 and make the test see it
@@ -226,25 +196,25 @@ class FakeGitHub(Bodies):
             failure = ApiError(500, trace, violation=True)
         if failure.violation:
             reason = failure.violation if isinstance(failure.violation, str) else failure.message
-            self.violations.append(Violation(method, path, failure.status, reason))
+            what = {"method": method, "path": path, "status": failure.status, "reason": reason}
+            self.violations.append(Record(**what))
         body = {"message": failure.message, "documentation_url": f"{self.url}/rest"}
         body |= {"status": str(failure.status), "errors": failure.errors}
-        body = {key: value for key, value in body.items() if value is not None}
-        return failure.status, body, {}, best[0][1] if best else None
-
-    # -- what handlers share -------------------------------------------------------------------
+        body = {key: value for key, value in body.items() if value}
+        return failure.status, body, {}
 
     def _repo(self, req: Req) -> Record:
         return found(self.repos.get(f"{req.params['owner']}/{req.params['repo']}".lower()))
 
     def _pull(self, req: Req, key: str = "pull_number") -> Record:
-        number = int(req.params[key])
-        return found(self.pull_requests.get((self._repo(req).full_name.lower(), number)))
+        pulls = self.find("pull", repo=self._repo(req).full_name, number=int(req.params[key]))
+        return found(pulls[0] if pulls else None)
 
-    def _own(self, table: dict[int, Record], req: Req, key: str) -> Record:
-        """The record of ``table`` the path parameter ``key`` names, in this repository."""
-        record = found(table.get(int(req.params[key])))
-        return found(record if record.repo == self._repo(req).full_name else None)
+    def _own(self, kind: str, req: Req, key: str) -> Record:
+        """The record of ``kind`` the path parameter ``key`` names, in this repository."""
+        record = self.records.get(int(req.params[key]))
+        mine = record and (record.kind, record.repo) == (kind, self._repo(req).full_name)
+        return found(record if mine else None)
 
     def _sha(self, req: Req, ref: str) -> str:
         return found(self.resolve(ref, self._repo(req).full_name))
@@ -262,10 +232,7 @@ class FakeGitHub(Bodies):
         body = chunk if wrap is None else {"total_count": len(items), wrap: chunk}
         return 200, body, {"Link": ", ".join(links)} if links else {}
 
-    # -- the App, repositories, git ------------------------------------------------------------
-
-    @route("POST", "/app/installations/{installation_id}/access_tokens", auth="jwt")
-    def _create_token(self, req: Req) -> Answer:
+    def apps_create_installation_access_token(self, req: Req) -> Answer:
         found(int(req.params["installation_id"]) == self.installation_id)
         token, expires = self.issue_token()
         body = self.example("installation-token", token=token, expires_at=iso(expires))
@@ -273,8 +240,7 @@ class FakeGitHub(Bodies):
         body["repository_selection"] = "all"
         return 201, {key: value for key, value in body.items() if key != "repositories"}
 
-    @route("GET", REPO + "/installation", auth="jwt")
-    def _get_installation(self, req: Req) -> Answer:
+    def apps_get_repo_installation(self, req: Req) -> Answer:
         owner, ident = self._repo(req).owner, self.installation_id
         body = self.example("installation", ids={"1": str(ident), "github": owner}, id=ident)
         body.update(account=self.user_json(owner), target_id=self.user_id(owner))
@@ -282,23 +248,24 @@ class FakeGitHub(Bodies):
         body.update(permissions=APP_PERMISSIONS, events=APP_EVENTS, target_type="User")
         return 200, body
 
-    @route("GET", REPO)
-    def _get_repo(self, req: Req) -> Answer:
+    def repos_get(self, req: Req) -> Answer:
         return 200, self.repo_json(self._repo(req))
 
-    @route("GET", REPO + "/collaborators/{username}/permission")
-    def _get_permission(self, req: Req) -> Answer:
-        found(self.users.get(req.params["username"].lower()))
-        return 200, self.collaborator_json(self._repo(req), req.params["username"])
+    def repos_get_collaborator_permission_level(self, req: Req) -> Answer:
+        login = found(req.params["username"].lower() in self.users and req.params["username"])
+        role = self.permission(login, self._repo(req).full_name)
+        keys = ("pull", "triage", "push", "maintain", "admin")
+        user = self.user_json(login) | {"role_name": role}
+        user["permissions"] = {key: ROLES.index(role) > i for i, key in enumerate(keys)}
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+        return 200, {"permission": legacy, "role_name": role, "user": user}
 
-    @route("GET", REPO + "/git/ref/{ref}")
-    def _get_ref(self, req: Req) -> Answer:
+    def git_get_ref(self, req: Req) -> Answer:
         repo, ref = self._repo(req), req.params["ref"]
         found(ref.startswith("heads/") and ref.removeprefix("heads/") in repo.branches)
         return 200, self.ref_json(repo, ref.removeprefix("heads/"))
 
-    @route("POST", REPO + "/git/refs")
-    def _create_ref(self, req: Req) -> Answer:
+    def git_create_ref(self, req: Req) -> Answer:
         repo, ref, sha = self._repo(req), req.field("ref", ""), req.field("sha", "")
         branch = ref.removeprefix("refs/heads/")
         if branch == ref or branch in repo.branches or not self.git.exists(sha):
@@ -307,13 +274,11 @@ class FakeGitHub(Bodies):
         self.move_branch(repo, branch, sha)
         return 201, self.ref_json(repo, branch)
 
-    @route("GET", REPO + "/commits/{ref}")
-    def _get_commit(self, req: Req) -> Answer:
+    def repos_get_commit(self, req: Req) -> Answer:
         commit = self.get_commit(self._sha(req, req.params["ref"]))
         return 200, self.commit_json(self._repo(req), commit)
 
-    @route("GET", REPO + "/contents/{path}")
-    def _get_contents(self, req: Req) -> Answer:
+    def repos_get_content(self, req: Req) -> Answer:
         repo, path = self._repo(req), req.params["path"].strip("/")
         ref = req.query.get("ref") or repo.default_branch
         commit = self.get_commit(self._sha(req, ref))
@@ -322,28 +287,21 @@ class FakeGitHub(Bodies):
         entries = found(self.git.folder(commit.sha, path))
         return 200, [self.content_json(repo, p, ref, b, commit.files.get(p)) for p, b in entries]
 
-    @route("PUT", REPO + "/contents/{path}")
-    def _put_contents(self, req: Req) -> Answer:
+    def repos_create_or_update_file_contents(self, req: Req) -> Answer:
         repo, path, given = self._repo(req), req.params["path"].strip("/"), req.field("sha")
         branch = req.field("branch") or repo.default_branch
         current = self.get_commit(found(repo.branches.get(branch))).blobs.get(path)
         if current not in (None, given):
             raise ApiError(409 if given else 422, f"{path} does not match {given}")
-        try:
-            text = base64.b64decode(req.field("content"), validate=True).decode()
-        except ValueError as error:
-            raise ApiError(422, "content is not valid Base64") from error
-        message, by = req.field("message"), self.bot_login
+        text = base64.b64decode(req.field("content"), validate=True).decode()
+        by, message = self.bot_login, req.field("message")
         commit = self.get_commit(self.commit(branch, {path: text}, message, by, repo.full_name))
         content = self.content_json(repo, path, branch, commit.blobs[path], text)
         del content["content"], content["encoding"]
         body = {"content": content, "commit": self.git_commit_json(repo, commit)}
         return 201 if current is None else 200, body
 
-    # -- pull requests, comments, reactions, labels --------------------------------------------
-
-    @route("GET", REPO + "/pulls")
-    def _list_pulls(self, req: Req) -> Answer:
+    def pulls_list(self, req: Req) -> Answer:
         query, state = req.query, req.query.get("state", "open")
         owner, _, branch = query.get("head", ":").rpartition(":")
         pulls = [pr for pr in self.pulls(self._repo(req).full_name) if state in ("all", pr.state)]
@@ -354,8 +312,7 @@ class FakeGitHub(Bodies):
         pulls.sort(key=lambda pr: pr.number, reverse=query.get("direction", "desc") == "desc")
         return self._page(req, [self.pull_json(pr, simple=True) for pr in pulls])
 
-    @route("POST", REPO + "/pulls")
-    def _create_pull(self, req: Req) -> Answer:
+    def pulls_create(self, req: Req) -> Answer:
         repo, base, head = self._repo(req), req.field("base"), req.field("head", "")
         owner, _, branch = head.rpartition(":")
         source = self.repos.get(f"{owner or repo.owner}/{repo.name}".lower())
@@ -366,19 +323,18 @@ class FakeGitHub(Bodies):
         key, pulls = ("open", source.full_name, branch, base), self.pulls(repo.full_name)
         if any((pr.state, pr.head_repo, pr.head, pr.base) == key for pr in pulls):
             raise invalid("", "custom", f"A pull request already exists for {head}.")
-        if self.git.is_ancestor(source.branches[branch], repo.branches[base]):
+        head_sha = source.branches[branch]
+        if self.git.merge_base(head_sha, repo.branches[base]) == head_sha:
             raise invalid("", "custom", f"No commits between {base} and {branch}")
-        title, body, by = req.field("title"), req.field("body") or "", self.bot_login
-        at = {"repo": repo.full_name, "head_repo": source.full_name}
-        number = self.open_pull(branch, base, title, body, by, **at)
+        title, body, at = req.field("title"), req.field("body") or "", {"repo": repo.full_name}
+        at["head_repo"] = source.full_name
+        number = self.open_pull(branch, base, title, body, self.bot_login, **at)
         return 201, self.pull_json(self.pull(number, repo.full_name))
 
-    @route("GET", REPO + "/pulls/{pull_number}")
-    def _get_pull(self, req: Req) -> Answer:
+    def pulls_get(self, req: Req) -> Answer:
         return 200, self.pull_json(self._pull(req))
 
-    @route("PATCH", REPO + "/pulls/{pull_number}")
-    def _update_pull(self, req: Req) -> Answer:
+    def pulls_update(self, req: Req) -> Answer:
         pr, state = self._pull(req), req.field("state", "")
         if req.field("base", pr.base) not in self._repo(req).branches:
             raise invalid("base")
@@ -390,8 +346,7 @@ class FakeGitHub(Bodies):
             pr.state, pr.closed_at = state, now() if state == "closed" else None
         return 200, self.pull_json(pr)
 
-    @route("PUT", REPO + "/pulls/{pull_number}/merge")
-    def _merge_pull(self, req: Req) -> Answer:
+    def pulls_merge(self, req: Req) -> Answer:
         pr, method = self._pull(req), req.field("merge_method") or "merge"
         if not self.mergeable(pr):
             raise ApiError(405, "Pull Request is not mergeable")
@@ -405,61 +360,51 @@ class FakeGitHub(Bodies):
             message = "\n\n".join(f"* {self.git.commit(sha).message}" for sha in commits)
         title, message = req.field("commit_title") or title, req.field("commit_message", message)
         text = f"{title}\n\n{message}" if message else title
-        sha = found(self.merge_pull(pr, method, text, self.bot_login))
+        sha = self.merge_pull(pr, method, text, self.bot_login)
         return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
 
-    @route("GET", REPO + "/pulls/{pull_number}/files")
-    def _list_pull_files(self, req: Req) -> Answer:
+    def pulls_list_files(self, req: Req) -> Answer:
         pr = self._pull(req)
         head = self.repo(pr.head_repo)
         return self._page(req, [self.diff_json(head, c, pr.head_sha) for c in self.pull_files(pr)])
 
-    @route("GET", REPO + "/issues/{issue_number}/comments")
-    def _list_comments(self, req: Req) -> Answer:
+    def issues_list_comments(self, req: Req) -> Answer:
         pr = self._pull(req, "issue_number")
         return self._page(req, [self.comment_json(c) for c in self.comments(pr.number, pr.repo)])
 
-    @route("POST", REPO + "/issues/{issue_number}/comments")
-    def _create_comment(self, req: Req) -> Answer:
+    def issues_create_comment(self, req: Req) -> Answer:
         pr, body = self._pull(req, "issue_number"), req.field("body")
         return 201, self.comment_json(self.add_comment(pr.number, body, self.bot_login, pr.repo))
 
-    @route("PATCH", REPO + "/issues/comments/{comment_id}")
-    def _update_comment(self, req: Req) -> Answer:
-        comment = self._own(self.all_comments, req, "comment_id")
+    def issues_update_comment(self, req: Req) -> Answer:
+        comment = self._own("comment", req, "comment_id")
         comment.body, comment.updated_at = req.field("body"), now()
         return 200, self.comment_json(comment)
 
-    @route("POST", REPO + "/issues/comments/{comment_id}/reactions")
-    def _create_reaction(self, req: Req) -> Answer:
-        comment, content = self._own(self.all_comments, req, "comment_id"), req.field("content")
-        for old in self.reactions(comment.id):
-            if (old.content, old.user) == (content, self.bot_login):
-                return 200, self.reaction_json(old)
-        made = self.add(self.all_reactions, comment_id=comment.id, content=content)
-        made.user = self.bot_login
-        return 201, self.reaction_json(made)
+    def reactions_create_for_issue_comment(self, req: Req) -> Answer:
+        comment, by = self._own("comment", req, "comment_id"), self.bot_login
+        content = req.field("content")
+        mine = [r for r in self.reactions(comment.id) if (r.content, r.user) == (content, by)]
+        made = mine[0] if mine else self.add("reaction", comment_id=comment.id, content=content)
+        made.user = by
+        body = self.example("reaction", of=made, node="Reaction", user=self.user_json(by))
+        return 200 if mine else 201, body
 
-    @route("GET", REPO + "/issues/{issue_number}/labels")
-    @route("POST", REPO + "/issues/{issue_number}/labels")
-    def _labels(self, req: Req) -> Answer:
+    def issues_add_labels(self, req: Req) -> Answer:
         pr, repo = self._pull(req, "issue_number"), self._repo(req)
-        names = req.field("labels") if isinstance(req.body, dict) else req.body or []
-        for name in names:
+        for name in req.field("labels") if isinstance(req.body, dict) else req.body or []:
             canonical = self.label(repo, str(name))[0]
             pr.labels += [] if canonical in pr.labels else [canonical]
         return self._page(req, [self.label_json(repo, name) for name in pr.labels])
 
-    # -- check runs ----------------------------------------------------------------------------
+    issues_list_labels_on_issue = issues_add_labels
 
-    @route("POST", REPO + "/check-runs")
-    @route("PATCH", REPO + "/check-runs/{check_run_id}")
-    def _check_run(self, req: Req) -> Answer:
+    def checks_create(self, req: Req) -> Answer:
         new = "check_run_id" not in req.params
         if new:
             sha, name = self._sha(req, req.field("head_sha")), req.field("name")
             run = self.add_check_run(self._repo(req).full_name, name, sha)
-        run = run if new else self._own(self.all_check_runs, req, "check_run_id")
+        run = run if new else self._own("check run", req, "check_run_id")
         run.name, run.status = req.field("name", run.name), req.field("status", run.status)
         for key in ("title", "summary", "text"):
             setattr(run, key, (req.field("output") or {}).get(key, getattr(run, key)))
@@ -468,8 +413,9 @@ class FakeGitHub(Bodies):
         run.completed_at = run.completed_at or (now() if run.status == "completed" else None)
         return 201 if new else 200, self.check_run_json(run)
 
-    @route("GET", REPO + "/commits/{ref}/check-runs")
-    def _list_check_runs(self, req: Req) -> Answer:
+    checks_update = checks_create
+
+    def checks_list_for_ref(self, req: Req) -> Answer:
         runs = self.check_runs(self._sha(req, req.params["ref"]), self._repo(req).full_name)
         runs = [r for r in runs[::-1] if req.query.get("check_name", r.name) == r.name]
         if req.query.get("filter", "latest") == "latest":  # the newest run of each name
@@ -477,19 +423,15 @@ class FakeGitHub(Bodies):
             runs = [latest.setdefault(r.name, r) for r in runs if r.name not in latest]
         return self._page(req, [self.check_run_json(r) for r in runs], "check_runs")
 
-    # -- GitHub Actions ------------------------------------------------------------------------
+    def actions_get_workflow(self, req: Req) -> Answer:
+        workflow = self.workflow(req.params["workflow_id"], self._repo(req).full_name)
+        return 200, self.workflow_json(found(workflow))
 
-    @route("GET", REPO + "/actions/workflows/{workflow_id}")
-    def _get_workflow(self, req: Req) -> Answer:
-        found_ = self.workflow(req.params["workflow_id"], self._repo(req).full_name)
-        return 200, self.workflow_json(found(found_))
-
-    @route("POST", REPO + "/actions/workflows/{workflow_id}/dispatches")
-    def _dispatch(self, req: Req) -> Answer:
+    def actions_create_workflow_dispatch(self, req: Req) -> Answer:
         workflow = found(self.workflow(req.params["workflow_id"], self._repo(req).full_name))
         ref, inputs, declared = req.field("ref"), req.field("inputs") or {}, workflow.inputs
         if not workflow.dispatchable or self.resolve(ref, workflow.repo) is None:
-            raise ApiError(422, f"Workflow does not have 'workflow_dispatch' trigger or ref {ref}")
+            raise ApiError(422, f"No workflow_dispatch trigger, or no ref {ref}")
         if set(inputs) - set(declared):
             unexpected = json.dumps(sorted(set(inputs) - set(declared)))
             raise ApiError(422, f"Unexpected inputs provided: {unexpected}")
@@ -498,12 +440,10 @@ class FakeGitHub(Bodies):
                 raise ApiError(422, f"Required input '{name}' not provided")
         run = self.create_run(workflow, ref, "workflow_dispatch", inputs, repo=workflow.repo)
         record = {"repo": run.repo, "workflow": workflow.file_name, "ref": ref, "inputs": inputs}
-        self.all_dispatches.append(Record(**record, run_id=run.id))
+        self.add("dispatch", **record, run_id=run.id)
         return 204, None
 
-    @route("GET", REPO + "/actions/runs")
-    @route("GET", REPO + "/actions/workflows/{workflow_id}/runs")
-    def _list_runs(self, req: Req) -> Answer:
+    def actions_list_workflow_runs(self, req: Req) -> Answer:
         repo, ident = self._repo(req).full_name, req.params.get("workflow_id")
         workflow = found(self.workflow(ident, repo)).id if ident else None
         runs = [r for r in self.runs(repo) if workflow in (None, r.workflow_id)]
@@ -513,27 +453,25 @@ class FakeGitHub(Bodies):
         runs = [r for r in runs[::-1] if status in (None, r.status, r.conclusion)]
         return self._page(req, [self.run_json(r) for r in runs], "workflow_runs")
 
-    @route("GET", REPO + "/actions/runs/{run_id}")
-    def _get_run(self, req: Req) -> Answer:
-        return 200, self.run_json(self._own(self.all_runs, req, "run_id"))
+    actions_list_workflow_runs_for_repo = actions_list_workflow_runs
 
-    @route("GET", REPO + "/actions/runs/{run_id}/artifacts")
-    def _list_artifacts(self, req: Req) -> Answer:
-        run = self._own(self.all_runs, req, "run_id")
-        kept = [a for a in self.all_artifacts.values() if a.run_id == run.id]
+    def actions_get_workflow_run(self, req: Req) -> Answer:
+        return 200, self.run_json(self._own("run", req, "run_id"))
+
+    def actions_list_workflow_run_artifacts(self, req: Req) -> Answer:
+        kept = self.find("artifact", run_id=self._own("run", req, "run_id").id)
         kept = [a for a in kept if req.query.get("name", a.name) == a.name]
         return self._page(req, [self.artifact_json(a) for a in kept], "artifacts")
 
-    @route("GET", REPO + "/actions/artifacts/{artifact_id}/zip")
-    def _download_artifact(self, req: Req) -> Answer:
-        artifact = self._own(self.all_artifacts, req, "artifact_id")
+    def actions_download_artifact(self, req: Req) -> Answer:
+        artifact = self._own("artifact", req, "artifact_id")
         signature = self.sign(f"artifact:{artifact.id}")
         return 302, None, {"Location": f"{self.url}{DOWNLOAD}{artifact.id}.zip?sig={signature}"}
 
     def _download(self, path: str, query: dict[str, str]) -> tuple[int, bytes]:
         """The redirect's target: no token, the signature is the credential."""
         name = path.removeprefix(DOWNLOAD).removesuffix(".zip")
-        artifact = self.all_artifacts.get(int(name)) if name.isdigit() else None
+        artifact = self.records.get(int(name)) if name.isdigit() else None
         if artifact is None or query.get("sig") != self.sign(f"artifact:{artifact.id}"):
             raise ApiError(404, "Not Found", violation="bad download")
         return 200, artifact_zip(artifact)

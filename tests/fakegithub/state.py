@@ -1,23 +1,24 @@
 """What the fake GitHub knows, and the Python API tests arrange and inspect it with.
 
 ``FakeGitHub`` is a ``FakeState``; ``repo=None`` means the first repository made. Git is a real
-bare repository (gitstore.py); the rest is ``Record`` objects, changed under ``lock``, whose
-fields are named as GitHub names them, so that render.py copies them into the bodies:
+bare repository (gitstore.py). The rest is ``Record`` objects, changed under ``lock``, whose
+fields are named as GitHub names them (render.py copies them into the bodies by name):
 
 * repository: id owner name full_name default_branch created_at fork_of branches (name -> sha)
-  roles (login -> role) labels (lower-case name -> (name, id)) next_number;
-* pull request: repo number id title body head (a branch of head_repo) head_repo head_sha (it
-  follows the branch while open) base user state merged merged_by merged_at merge_commit_sha
+  roles (lower-case login -> role) labels (lower-case name -> (name, id)) next_number;
+* pull: repo number id title body user head (a branch of head_repo) head_repo head_sha (it
+  follows the branch while open) base state merged merged_by merged_at merge_commit_sha
   merged_base (the base head it was merged onto) closed_at labels fork created_at updated_at;
-* comment: id repo issue_number body user created_at updated_at;
-* reaction: id comment_id content user created_at;
-* check run: id repo name head_sha status conclusion title summary text started_at
-  completed_at check_suite_id (a workflow job's: its run's suite, else 0);
-* workflow: id repo path file_name name run_name inputs (its ``workflow_dispatch`` inputs)
+* comment: id repo issue_number body user created_at updated_at; reaction: id comment_id
+  content user; check run: id repo name head_sha status conclusion title summary text
+  started_at completed_at check_suite_id (a workflow job's: its run's; 0: the App's);
+* workflow: id repo path file_name name run_name inputs (of ``workflow_dispatch``)
   dispatchable; dispatch: repo workflow (its file name) ref inputs run_id;
-* workflow run: id repo workflow_id name path display_title event head_sha head_branch
-  run_number actor check_suite_id status conclusion created_at updated_at run_started_at;
-* artifact: id run_id repo name files (the zip's members) created_at.
+* run: id repo workflow_id name path display_title event head_sha head_branch run_number actor
+  check_suite_id status conclusion created_at updated_at run_started_at;
+* artifact: id run_id repo name files (the zip's members) created_at;
+* ``requests``: method path status headers response_body response_headers; ``violations``
+  (requests GitHub would refuse, or the fake does not know): method path status reason.
 
 GitHub Actions runs nothing: the workflows are the default branch's ``.github/workflows/*.yml``,
 a dispatch records a queued run (``dispatches()``), and the test plays the runner with
@@ -33,7 +34,6 @@ import itertools
 import re
 import secrets
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from types import SimpleNamespace
@@ -54,29 +54,6 @@ class Record(SimpleNamespace):
     """A repository, pull request, comment... (the module docstring lists their fields)."""
 
 
-@dataclass
-class RequestRecord:
-    """One request the server answered."""
-
-    method: str
-    path: str
-    status: int
-    headers: dict[str, str]
-    """Lower-case names."""
-    response_body: Any
-    response_headers: dict[str, str]
-
-
-@dataclass
-class Violation:
-    """A request the real GitHub would refuse, or that the fake does not know."""
-
-    method: str
-    path: str
-    status: int
-    reason: str
-
-
 @cache
 def parse_workflow(path: str, text: str) -> Record:
     """A workflow file's ``name``, ``run_name``, ``inputs`` and whether it is ``dispatchable``."""
@@ -91,8 +68,8 @@ def parse_workflow(path: str, text: str) -> Record:
         dispatch = {} if "workflow_dispatch" in on else False
     inputs = dispatch.get("inputs") if isinstance(dispatch, dict) else None
     inputs = {k: v or {} for k, v in inputs.items()} if isinstance(inputs, dict) else {}
-    name, dispatchable = str(doc.get("name") or path), dispatch is not False
-    return Record(name=name, run_name=doc.get("run-name"), inputs=inputs, dispatchable=dispatchable)
+    name, run_name = str(doc.get("name") or path), doc.get("run-name")
+    return Record(name=name, run_name=run_name, inputs=inputs, dispatchable=dispatch is not False)
 
 
 def render_expression(template: str, context: dict[str, Any]) -> str:
@@ -112,37 +89,31 @@ class FakeState:
     app_id, app_slug, installation_id = 424242, "attune", 111
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.git = GitStore()
+        self.lock, self.git = threading.RLock(), GitStore()
         self.tokens: dict[str, datetime] = {}
         self.users: dict[str, int] = {}
         """Lower-case login -> id."""
         self.repos: dict[str, Record] = {}
         """Lower-case full name -> repository."""
-        self.pull_requests: dict[tuple[str, int], Record] = {}
-        self.all_comments: dict[int, Record] = {}
-        self.all_reactions: list[Record] = []
-        self.all_check_runs: dict[int, Record] = {}
-        self.workflow_ids: dict[tuple[str, str], int] = {}
-        self.all_dispatches: list[Record] = []
-        self.all_runs: dict[int, Record] = {}
-        self.all_artifacts: dict[int, Record] = {}
-        self.requests: list[RequestRecord] = []
-        self.violations: list[Violation] = []
+        self.workflow_ids: dict[str, int] = {}
+        self.records: dict[int, Record] = {}
+        """Id -> pull request, comment, reaction, check run, run, artifact or dispatch."""
+        self.requests: list[Record] = []
+        self.violations: list[Record] = []
         self.response_problems: list[str] = []
-        self._ids = itertools.count(1_000_001)
-        self._secret = secrets.token_bytes(16)
+        self._ids, self._secret = itertools.count(1_000_001), secrets.token_bytes(16)
         self.user_id(self.bot_login)
 
-    def add(self, table: dict[int, Record] | list[Record], **fields: Any) -> Record:
-        """A new record with a fresh ``id`` (and ``created_at``) in ``table``."""
-        with self.lock:
-            made = Record(id=next(self._ids), created_at=now(), **fields)
-            if isinstance(table, list):
-                table.append(made)
-            else:
-                table[made.id] = made
-            return made
+    def add(self, kind: str, **fields: Any) -> Record:
+        """A new record of ``kind`` with a fresh ``id`` and ``created_at``."""
+        made = Record(id=next(self._ids), kind=kind, created_at=now(), **fields)
+        self.records[made.id] = made
+        return made
+
+    def find(self, kind: str, **fields: Any) -> list[Record]:
+        """The records of ``kind`` with these field values, oldest first."""
+        wanted = {"kind": kind, **fields}.items()
+        return [r for r in list(self.records.values()) if wanted <= vars(r).items()]
 
     @property
     def bot_login(self) -> str:
@@ -151,10 +122,9 @@ class FakeState:
 
     def issue_token(self) -> tuple[str, datetime]:
         """A new installation token and its expiry (tests may skip the JWT exchange)."""
-        with self.lock:
-            token = "ghs_" + re.sub(r"[-_]", "x", secrets.token_urlsafe(27))
-            self.tokens[token] = now() + timedelta(hours=1)
-            return token, self.tokens[token]
+        token = "ghs_" + re.sub(r"[-_]", "x", secrets.token_urlsafe(27))
+        self.tokens[token] = now() + timedelta(hours=1)
+        return token, self.tokens[token]
 
     def token_valid(self, token: str) -> bool:
         return self.tokens.get(token, now()) > now()
@@ -176,18 +146,16 @@ class FakeState:
         return self._add_repo(owner, name, "main", {"main": root.sha})
 
     def _add_repo(
-        self, owner: str, name: str, default: str, branches: dict[str, str], fork_of: Any = None
+        self, owner: str, name: str, default: str, branches: Any, fork: Any = None
     ) -> Record:
-        with self.lock:
-            self.user_id(owner)
-            repo = self.add(
-                {}, owner=owner, name=name, full_name=f"{owner}/{name}", fork_of=fork_of
-            )
-            repo.default_branch, repo.branches, repo.roles, repo.labels = default, {}, {}, {}
-            self.repos[repo.full_name.lower()], repo.next_number = repo, 1
-            for branch, sha in branches.items():
-                self.move_branch(repo, branch, sha)
-            return repo
+        self.user_id(owner)
+        repo = Record(id=next(self._ids), owner=owner, name=name, full_name=f"{owner}/{name}")
+        repo.default_branch, repo.fork_of, repo.created_at = default, fork, now()
+        repo.branches, repo.roles, repo.labels, repo.next_number = {}, {}, {}, 1
+        self.repos[repo.full_name.lower()] = repo
+        for branch, sha in branches.items():
+            self.move_branch(repo, branch, sha)
+        return repo
 
     def repo(self, full_name: str | None = None) -> Record:
         """The repository ``owner/name`` (any case), the first one made when ``None``."""
@@ -197,9 +165,9 @@ class FakeState:
         """``user``'s fork of ``repo``, made with copies of its branches on the first call."""
         parent = self.repo(repo)
         if f"{user}/{parent.name}".lower() not in self.repos:
-            args = (parent.default_branch, parent.branches, parent.full_name)
-            self._add_repo(user, parent.name, *args)
-        return self.repos[f"{user}/{parent.name}".lower()]
+            branches, default = parent.branches, parent.default_branch
+            self._add_repo(user, parent.name, default, branches, parent.full_name)
+        return self.repo(f"{user}/{parent.name}")
 
     def set_permission(self, login: str, role: str, repo: str | None = None) -> None:
         """Give ``login`` a role on ``repo``: admin/maintain/write/triage/read/none."""
@@ -216,9 +184,8 @@ class FakeState:
 
     def resolve(self, ref: str, repo: str | None = None) -> str | None:
         """A branch (or ``heads/<branch>``, ``refs/heads/<branch>``) or a full sha -> sha."""
-        branch = ref.removeprefix("refs/").removeprefix("heads/")
-        found = self.repo(repo).branches.get(branch)
-        return str(found) if found else (ref if self.git.exists(ref) else None)
+        branch = self.repo(repo).branches.get(ref.removeprefix("refs/").removeprefix("heads/"))
+        return str(branch) if branch else (ref if self.git.exists(ref) else None)
 
     def head(self, branch: str, repo: str | None = None) -> str:
         return str(self.repo(repo).branches[branch])
@@ -254,9 +221,8 @@ class FakeState:
         with self.lock:
             self.git.set_branch(target.full_name, branch, sha)
             target.branches[branch] = sha
-            for pr in self.pull_requests.values():
-                if (pr.state, pr.head_repo, pr.head) == ("open", target.full_name, branch):
-                    pr.head_sha, pr.updated_at = sha, now()
+            for pr in self.find("pull", state="open", head_repo=target.full_name, head=branch):
+                pr.head_sha, pr.updated_at = sha, now()
 
     def create_branch(self, name: str, repo: str | None = None) -> str:
         """Branch ``name`` at the default branch's head."""
@@ -282,25 +248,21 @@ class FakeState:
         with self.lock:
             target = self.repo(repo)
             source = self.repo(head_repo or (f"{user}/{target.name}" if fork else repo))
-            fork = source is not target
             self.user_id(user)
             number, target.next_number = target.next_number, target.next_number + 1
-            pr = self.add(
-                {}, repo=target.full_name, number=number, title=title, body=body, user=user
-            )
-            pr.head, pr.head_repo, pr.head_sha = head, source.full_name, source.branches[head]
-            pr.base, pr.state, pr.merged, pr.labels, pr.fork = base, "open", False, [], fork
+            pr = self.add("pull", repo=target.full_name, number=number, title=title, body=body)
+            pr.user, pr.head, pr.head_repo = user, head, source.full_name
+            pr.head_sha, pr.base, pr.state, pr.merged = source.branches[head], base, "open", False
+            pr.labels, pr.fork = [], source is not target
             pr.merged_by = pr.merged_at = pr.closed_at = pr.merged_base = pr.merge_commit_sha = None
             pr.updated_at = pr.created_at
-            self.pull_requests[(target.full_name.lower(), number)] = pr
             return int(number)
 
     def pull(self, number: int, repo: str | None = None) -> Record:
-        return self.pull_requests[(self.repo(repo).full_name.lower(), number)]
+        return self.find("pull", repo=self.repo(repo).full_name, number=number)[0]
 
     def pulls(self, repo: str | None = None) -> list[Record]:
-        key = self.repo(repo).full_name
-        return [pr for pr in list(self.pull_requests.values()) if pr.repo == key]
+        return self.find("pull", repo=self.repo(repo).full_name)
 
     def pull_base_sha(self, pr: Record) -> str:
         """The base commit a pull request is compared with (frozen once merged)."""
@@ -308,35 +270,33 @@ class FakeState:
 
     def pull_files(self, pr: Record) -> list[FileChange]:
         """The head against its merge base with the base, as GitHub diffs a pull request."""
-        since = self.git.merge_base(pr.head_sha, self.pull_base_sha(pr))
-        return self.git.diff(since, pr.head_sha)
+        return self.git.diff(self.git.merge_base(pr.head_sha, self.pull_base_sha(pr)), pr.head_sha)
 
     def mergeable(self, pr: Record) -> bool:
         base = self.repo(pr.repo).branches.get(pr.base)
         return pr.state == "open" and bool(base and self.git.merge_tree(base, pr.head_sha))
 
-    def merge_pull(self, pr: Record, method: str, message: str, by: str) -> str | None:
+    def merge_pull(self, pr: Record, method: str, message: str, by: str) -> str:
         """Merge ``pr`` (``merge``: a commit of two parents; ``squash``, ``rebase``: of one);
-        the new base head, ``None`` on a conflict."""
+        the new base head. Raises ``ValueError`` on a conflict."""
         with self.lock:
             target = self.repo(pr.repo)
             base = target.branches[pr.base]
             tree = self.git.merge_tree(base, pr.head_sha)
             if tree is None:
-                return None
+                raise ValueError(f"pull request #{pr.number} does not merge")
             parents = (base, pr.head_sha) if method == "merge" else (base,)
             made = self.git.write(parents, message, by, tree=tree)
             self.move_branch(target, pr.base, made.sha)
-            pr.state, pr.merged, pr.merged_at = "closed", True, now()
-            pr.closed_at, pr.merged_by, pr.merged_base = pr.merged_at, by, base
-            pr.merge_commit_sha = made.sha
+            pr.state, pr.merged, pr.merged_at, pr.merged_by = "closed", True, now(), by
+            pr.closed_at, pr.merged_base, pr.merge_commit_sha = pr.merged_at, base, made.sha
             return made.sha
 
     def label(self, target: Record, name: str) -> tuple[str, int]:
         """The repository's label ``name`` (any case) as ``(name, id)``, made on first use."""
         with self.lock:
-            found: tuple[str, int] = target.labels.setdefault(name.lower(), (name, next(self._ids)))
-            return found
+            made: tuple[str, int] = target.labels.setdefault(name.lower(), (name, next(self._ids)))
+            return made
 
     def add_comment(
         self, number: int, body: str, user: str = "octocat", repo: str | None = None
@@ -344,44 +304,42 @@ class FakeState:
         """A comment by ``user`` on pull request ``number``."""
         self.user_id(user)
         pr = self.pull(number, repo)
-        made = self.add(self.all_comments, repo=pr.repo, issue_number=number, body=body, user=user)
+        made = self.add("comment", repo=pr.repo, issue_number=number, body=body, user=user)
         made.updated_at = made.created_at
         return made
 
     def comments(self, number: int, repo: str | None = None) -> list[Record]:
-        key = (self.repo(repo).full_name, number)
-        return [c for c in list(self.all_comments.values()) if (c.repo, c.issue_number) == key]
+        return self.find("comment", repo=self.repo(repo).full_name, issue_number=number)
 
     def reactions(self, comment_id: int) -> list[Record]:
-        return [r for r in list(self.all_reactions) if r.comment_id == comment_id]
+        return self.find("reaction", comment_id=comment_id)
 
     def check_runs(self, sha_or_number: str | int, repo: str | None = None) -> list[Record]:
         """The check runs on a commit, or on a pull request's head (an ``int``)."""
         sha = sha_or_number
         if isinstance(sha, int):
             sha = self.pull(sha, repo).head_sha
-        key = (self.repo(repo).full_name, sha)
-        return [r for r in list(self.all_check_runs.values()) if (r.repo, r.head_sha) == key]
+        return self.find("check run", repo=self.repo(repo).full_name, head_sha=sha)
 
     def add_check_run(self, repo: str, name: str, head_sha: str, **fields: Any) -> Record:
         """A queued check run; ``fields`` overrides."""
         made = {"status": "queued", "check_suite_id": 0, "started_at": now(), "completed_at": None}
         made |= dict.fromkeys(("conclusion", "title", "summary", "text")) | fields
-        return self.add(self.all_check_runs, repo=repo, name=name, head_sha=head_sha, **made)
+        return self.add("check run", repo=repo, name=name, head_sha=head_sha, **made)
 
     # -- GitHub Actions ------------------------------------------------------------------------
 
     def workflows(self, repo: str | None = None) -> list[Record]:
         """The ``.github/workflows/*.yml`` (or ``.yaml``) files of the default branch."""
-        with self.lock:
-            target, found = self.repo(repo), []
-            for path, text in sorted(self.files_at(target.default_branch, repo).items()):
-                if re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", path):
-                    key, name = (target.full_name, path), path.rsplit("/", 1)[-1]
-                    ident = self.workflow_ids.setdefault(key, next(self._ids))
-                    made = Record(id=ident, repo=key[0], path=path, file_name=name)
-                    found.append(Record(**vars(made), **vars(parse_workflow(path, text))))
-            return found
+        target, found = self.repo(repo), []
+        for path, text in sorted(self.files_at(target.default_branch, repo).items()):
+            if re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", path):
+                key = f"{target.full_name}/{path}"
+                ident = self.workflow_ids.setdefault(key, 2_000_001 + len(self.workflow_ids))
+                name = path.rsplit("/", 1)[1]
+                made = Record(id=ident, repo=target.full_name, path=path, file_name=name)
+                found.append(Record(**vars(made), **vars(parse_workflow(path, text))))
+        return found
 
     def workflow(self, id_or_file_name: str | int, repo: str | None = None) -> Record | None:
         wanted = str(id_or_file_name)
@@ -414,8 +372,8 @@ class FakeState:
             context = {f"inputs.{k}": v for k, v in (values | (inputs or {})).items()}
             context |= {"github.ref_name": head_branch or sha, "github.actor": actor}
             title = render_expression(spec.run_name, context) if spec.run_name else spec.name
-            number = 1 + sum(run.workflow_id == found.id for run in self.all_runs.values())
-            run = self.add(self.all_runs, repo=target.full_name, workflow_id=found.id, event=event)
+            number = 1 + len(self.find("run", workflow_id=found.id))
+            run = self.add("run", repo=target.full_name, workflow_id=found.id, event=event)
             run.name, run.path, run.display_title, run.actor = spec.name, found.path, title, actor
             run.head_sha, run.head_branch, run.run_number = sha, head_branch, number
             run.status, run.conclusion, run.run_started_at = "queued", None, None
@@ -423,17 +381,16 @@ class FakeState:
             return run
 
     def dispatches(self, repo: str | None = None) -> list[Record]:
-        return [d for d in list(self.all_dispatches) if d.repo == self.repo(repo).full_name]
+        return self.find("dispatch", repo=self.repo(repo).full_name)
 
     def runs(self, repo: str | None = None) -> list[Record]:
-        """Runs, oldest first."""
-        return [r for r in list(self.all_runs.values()) if r.repo == self.repo(repo).full_name]
+        return self.find("run", repo=self.repo(repo).full_name)
 
     def run(self, run_id: int) -> Record:
-        return self.all_runs[run_id]
+        return self.records[run_id]
 
     def start_run(self, run_id: int) -> Record:
-        run = self.all_runs[run_id]
+        run = self.records[run_id]
         run.status, run.run_started_at, run.updated_at = "in_progress", now(), now()
         return run
 
@@ -444,18 +401,18 @@ class FakeState:
         artifacts: dict[str, bytes | dict[str, bytes]] | None = None,
     ) -> Record:
         """Finish a run with ``conclusion``, uploading ``artifacts``."""
-        run = self.all_runs[run_id]
+        run = self.records[run_id]
         run.status, run.conclusion, run.updated_at = "completed", conclusion, now()
         run.run_started_at = run.run_started_at or run.updated_at
         for name, content in (artifacts or {}).items():
             files = dict(content) if isinstance(content, dict) else {name: content}
-            self.add(self.all_artifacts, run_id=run.id, repo=run.repo, name=name, files=files)
+            self.add("artifact", run_id=run.id, repo=run.repo, name=name, files=files)
         return run
 
     def job_check_run(self, run_id: int, name: str, conclusion: str, summary: str = "") -> Record:
         """A completed check run of a job of run ``run_id``, as GitHub Actions posts one: by
         app ``github-actions``, in the run's check suite, on its head commit."""
-        run = self.all_runs[run_id]
+        run = self.records[run_id]
         done = {"status": "completed", "conclusion": conclusion, "completed_at": now()}
         fields = done | {"title": name, "summary": summary, "check_suite_id": run.check_suite_id}
         return self.add_check_run(run.repo, name, run.head_sha, **fields)

@@ -1,10 +1,8 @@
 """Webhook deliveries as GitHub sends them: a recorded delivery (the fixtures' ``webhooks/``)
 relinked to the fake, its repository, sender, installation and subject filled in with the bodies
-the REST API answers with. ``fake.webhooks`` builds them for one fake::
+the REST API answers with::
 
     payload = fake.webhooks.issue_comment(pr_number, "alice", "/attune tune")
-    payload = fake.webhooks.pull_request("opened", number)
-    payload = fake.webhooks.workflow_run_completed(run_id)
     response = fake.webhooks.deliver(url, "issue_comment", payload, secret)
 """
 
@@ -38,30 +36,25 @@ def sign(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def deliver(
-    url: str,
-    event: str,
-    payload: dict[str, Any],
-    secret: str,
-    *,
-    client: httpx.Client | None = None,
-    headers: dict[str, str] | None = None,
-) -> httpx.Response:
-    """POST ``payload`` to ``url`` as GitHub delivers ``event``; ``client``: any httpx client
-    (a Starlette ``TestClient`` too, ``url`` then a path)."""
+def deliver(url: str, event: str, payload: Any, secret: str, **options: Any) -> httpx.Response:
+    """POST ``payload`` to ``url`` as GitHub delivers ``event``. Options: ``client`` (any httpx
+    client; a Starlette ``TestClient`` too, ``url`` then a path) and extra ``headers``."""
     body = json.dumps(payload).encode()
     sha1 = "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest()
     sent = {"X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4())}
     sent |= {"X-Hub-Signature": sha1, "X-Hub-Signature-256": sign(body, secret)}
     sent |= {"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/7b3d2f1"}
-    if client is not None:
-        return client.post(url, content=body, headers=sent | (headers or {}))
-    with httpx.Client(timeout=30) as fresh:
-        return fresh.post(url, content=body, headers=sent | (headers or {}))
+    sent |= options.get("headers") or {}
+    client = options.get("client")
+    if client is None:
+        with httpx.Client(timeout=30) as fresh:
+            return fresh.post(url, content=body, headers=sent)
+    response: httpx.Response = client.post(url, content=body, headers=sent)
+    return response
 
 
 class Webhooks:
-    """Payload builders bound to one fake."""
+    """Payload builders bound to one fake (``fake.webhooks``)."""
 
     def __init__(self, fake: FakeGitHub) -> None:
         self.fake = fake
@@ -69,18 +62,18 @@ class Webhooks:
     def _payload(self, name: str, repo: str, sender: str, ids: dict[str, str]) -> Any:
         """The recording ``name`` relinked (its repository and ``ids``), with the fake's
         repository, sender and installation."""
-        fake = self.fake
-        original, text = recorded(fake.fixtures / "webhooks" / name, fake.url)
+        original, text = recorded(self.fake.fixtures / "webhooks" / name, self.fake.url)
         payload = relink(text, {original: repo} | ids)
         payload.pop("organization", None)  # the fake's owners are users
-        payload["repository"] = fit(payload["repository"], fake.repo_json(fake.repo(repo)))
-        payload["sender"] = fit(payload["sender"], fake.user_json(sender))
-        ident = fake.installation_id
+        repository = self.fake.repo_json(self.fake.repo(repo))
+        payload["repository"] = fit(payload["repository"], repository)
+        payload["sender"] = fit(payload["sender"], self.fake.user_json(sender))
+        ident = self.fake.installation_id
         payload["installation"] = {"id": ident, "node_id": node_id("Installation", ident)}
         return payload
 
     def issue_comment(self, number: int, user: str, body: str, action: str = "created") -> Any:
-        """``issue_comment`` on pull request ``number``, made first as on GitHub."""
+        """``issue_comment`` on pull request ``number`` (the comment is made first)."""
         with self.fake.lock:
             pr, comment = self.fake.pull(number), self.fake.add_comment(number, body, user)
             ids = {"2": str(number), "222": str(comment.id)}
@@ -112,19 +105,10 @@ class Webhooks:
             payload["workflow"] = fit(payload["workflow"], self.fake.workflow_json(workflow))
             return payload
 
-    def deliver(
-        self,
-        url: str,
-        event: str,
-        payload: dict[str, Any],
-        secret: str,
-        *,
-        client: httpx.Client | None = None,
-        delivery: str | None = None,
-    ) -> httpx.Response:
-        """``deliver`` with an App hook's headers; ``delivery`` fixes ``X-GitHub-Delivery`` (a
+    def deliver(self, url: str, event: str, payload: Any, secret: str, **options: Any) -> Any:
+        """``deliver`` as an App's hook; option ``delivery`` fixes ``X-GitHub-Delivery`` (a
         redelivery reuses it)."""
         headers = {"X-GitHub-Hook-ID": "1", "X-GitHub-Hook-Installation-Target-Type": "integration"}
         headers["X-GitHub-Hook-Installation-Target-ID"] = str(self.fake.app_id)
-        headers |= {"X-GitHub-Delivery": delivery} if delivery else {}
-        return deliver(url, event, payload, secret, client=client, headers=headers)
+        headers |= {"X-GitHub-Delivery": options.pop("delivery")} if "delivery" in options else {}
+        return deliver(url, event, payload, secret, headers=headers, **options)
