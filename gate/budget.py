@@ -37,6 +37,7 @@ def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
         "devices": result.devices,
         "device_seconds": result.device_seconds,
         "peak_memory_bytes": max((s.peak_memory_bytes for s in result.steps), default=0) or None,
+        "nodes": result.nodes,
     }
 
 

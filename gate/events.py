@@ -73,6 +73,8 @@ class CampaignOpened(Event):
     """GitHub mode: the tuned pull request's head when the command was screened."""
     comment_id: int | None = None
     """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
+    backend: str | None = None
+    """Where its trials run (``attune tune --backend``: ``slurm``); None: this machine."""
 
 
 class ForgeReady(Event):
@@ -172,6 +174,10 @@ class HandleRecord(BaseModel):
     pid: int
     workdir: str
     allocated_at: float
+    job_id: int | None = None
+    """A cluster job's id (Slurm)."""
+    timeout_s: float | None = None
+    hang_timeout_s: float | None = None
 
 
 class TrialLaunched(Event):
@@ -209,6 +215,8 @@ class TrialFinished(Event):
     """GitHub mode: the workflow run that benchmarked it."""
     peak_memory_bytes: int | None = None
     """The largest peak memory its step records report (GPU frameworks: per device)."""
+    nodes: list[str] | None = None
+    """The machines that ran it, when the backend knows (Slurm's node names)."""
 
 
 class TrialAbandoned(Event):

@@ -231,6 +231,8 @@ class TrialResult(BaseModel):
     devices: int
     log_path: str | None = None
     profile: ProfileBreakdown | None = None
+    nodes: list[str] | None = None
+    """The machines that ran it, when the backend knows (a cluster's node names)."""
     trial: str | None = None
     """The trial id a dispatched bench run was given (``attune bench --trial``), echoed back."""
     sha: str | None = None

@@ -55,6 +55,9 @@ def classify(
         return "timeout", f"killed after the wall-clock limit ({steps_logged} steps logged)"
     if outcome.hung:
         return "hang", f"killed: no output for too long after {steps_logged} steps\n{log}"
+    if outcome.failure:  # the backend ended it (cancelled, a node failed, preempted)
+        status: TrialStatus = "oom" if OOM_PATTERN.search(outcome.failure) else "failed"
+        return status, f"{outcome.failure} ({steps_logged} steps logged)\n{log}".strip()
     if outcome.returncode != 0:
         found = detect_failure(lines or [], outcome.returncode)
         if found is not None:
@@ -112,8 +115,10 @@ def start_bench(
     timeout_s: float = 600.0,
     effective: EffectiveConfig | None = None,
     backend: Backend | None = None,
+    avoid_nodes: list[str] | None = None,
 ) -> Launch:
-    """Resolve and launch one benchmark trial; returns at once. Bad input raises AttuneError."""
+    """Resolve and launch one benchmark trial; returns at once. Bad input raises AttuneError.
+    ``avoid_nodes``: nodes earlier runs used, which a multi-node backend steers clear of."""
     if warmup < 0 or steps <= warmup:
         raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
     adapter = get_adapter(recipe.framework, path=recipe.path)
@@ -128,6 +133,8 @@ def start_bench(
     # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
     workdir = workdir.resolve()
     spec = adapter.launch(recipe, effective, steps=steps, workdir=workdir, profile=profile)
+    if avoid_nodes:
+        spec = spec.model_copy(update={"avoid_nodes": list(avoid_nodes)})
     handle = (backend or LocalBackend()).start(spec, workdir=workdir, timeout_s=timeout_s)
     return Launch(
         recipe=recipe.name,
@@ -181,9 +188,10 @@ def collect(launch: Launch, outcome: RunOutcome) -> TrialResult:
         has_nonfinite=nonfinite,
         allocated_at=outcome.allocated_at,
         released_at=outcome.released_at,
-        devices=launch.devices,
+        devices=outcome.devices or launch.devices,
         log_path=outcome.log_path,
         profile=breakdown,
+        nodes=outcome.nodes,
     )
 
 

@@ -27,7 +27,14 @@ class RunHandle(BaseModel):
     """The supervisor's pid."""
     workdir: str
     allocated_at: float
-    """Unix time the devices were taken (just before the supervisor started)."""
+    """Unix time the devices were taken (just before the supervisor started); for a cluster
+    job, the submission (its real allocation comes from the cluster when it is over)."""
+    job_id: int | None = None
+    """A cluster job's id (Slurm): how a restarted bot finds the run again."""
+    timeout_s: float | None = None
+    """The wall-clock limit a cluster backend enforces itself, after a restart too."""
+    hang_timeout_s: float | None = None
+    """No new output for this long and a cluster backend cancels the job as hung."""
 
 
 class RunOutcome(BaseModel):
@@ -45,6 +52,13 @@ class RunOutcome(BaseModel):
     stdout_path: str
     log_path: str
     """stderr of the launch: framework warnings and tracebacks."""
+    nodes: list[str] | None = None
+    """The machines that ran it, when the backend knows (a cluster's node names)."""
+    devices: int | None = None
+    """Devices the backend allocated, when it says (Slurm's ``gres/gpu``); else the launch's."""
+    failure: str | None = None
+    """The backend's account of an end the launch did not choose (cancelled, a node failure,
+    preemption): the trial's error, before the log's tail."""
 
 
 class Backend(Protocol):

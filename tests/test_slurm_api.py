@@ -20,8 +20,11 @@ import pytest
 
 from gate.errors import AttuneError
 from runners.adapter import LaunchSpec
+from runners.bench import classify
+from runners.local import RunHandle
 from runners.runner_settings import RunnerSettings
 from runners.slurm.api import (
+    SlurmJob,
     SlurmNode,
     expand_hostlist,
     parse_errors,
@@ -29,6 +32,7 @@ from runners.slurm.api import (
     parse_node,
     wait_status,
 )
+from runners.slurm.backend import job_outcome
 from runners.slurm.client import offered_versions, pick_version
 from runners.slurm.jobdesc import JobRequest
 from runners.slurm.placement import exclude_nodes
@@ -352,3 +356,41 @@ def test_settings_and_tokens(tmp_path: Path) -> None:
         with pytest.raises(AttuneError, match=why) as err:
             check_token(token, user="ana", source="ATTUNE_SLURM_TOKEN")
         assert token not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "status", "error"),
+    [
+        ("COMPLETED", None, "failed", "exited 0 after 0 of 4 steps"),
+        ("FAILED", None, "failed", "exit status 3"),
+        ("TIMEOUT", None, "timeout", "wall-clock limit"),
+        ("CANCELLED", "timeout", "timeout", "wall-clock limit"),
+        ("CANCELLED", "hang", "hang", "no output for too long"),
+        ("CANCELLED", "stop", "failed", "CANCELLED on n1: cancelled by attune (stop)"),
+        ("CANCELLED", None, "failed", "Slurm job 9 CANCELLED on n1"),
+        ("NODE_FAIL", None, "failed", "Slurm job 9 NODE_FAIL (NodeDown) on n1"),
+        ("PREEMPTED", None, "failed", "Slurm job 9 PREEMPTED on n1"),
+        ("OUT_OF_MEMORY", None, "oom", "out of memory"),
+    ],
+)
+def test_how_a_job_ends_is_how_the_trial_ends(
+    tmp_path: Path, state: str, reason: str | None, status: str, error: str
+) -> None:
+    handle = RunHandle(backend="slurm", pid=0, workdir=str(tmp_path), allocated_at=100.0, job_id=9)
+    job = SlurmJob(
+        job_id=9,
+        state=state,
+        reason="NodeDown" if state == "NODE_FAIL" else "",
+        returncode=3 if state == "FAILED" else None,
+        start_time=110.0,
+        end_time=135.0,
+        nodes=["n1"],
+    )
+    outcome = job_outcome(handle, job, reason)
+    # charged from Slurm's own start to end, whatever the end
+    assert (outcome.allocated_at, outcome.released_at, outcome.nodes) == (110.0, 135.0, ["n1"])
+    got, text = classify(outcome, steps_logged=0, steps_wanted=4, nonfinite=False)
+    assert got == status and error in (text or "")
+    never = SlurmJob(job_id=9, state="CANCELLED", end_time=120.0)  # cancelled while queued
+    held = job_outcome(handle, never, "stop")
+    assert held.allocated_at == held.released_at == 120.0
