@@ -1,8 +1,6 @@
-"""A local GitHub for tests: a real HTTP server the bot's PyGithub code talks to, over a real git
-repository, checked against GitHub's own REST description and recorded webhook deliveries.
-
-server.py serves it, render.py makes its bodies, state.py is the Python API tests arrange and
-inspect it with, gitstore.py its git, openapi.py the description, webhooks.py the deliveries.
+"""A local GitHub for tests: a real HTTP server (server.py) the bot's PyGithub code talks to, over
+a real git repository (gitstore.py), checked against GitHub's own REST description (openapi.py);
+state.py is the Python API tests arrange and inspect it with, webhooks.py its deliveries.
 """
 
 from .openapi import fixtures_dir, load_spec

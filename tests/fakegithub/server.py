@@ -1,16 +1,12 @@
-"""The fake GitHub's HTTP side: a Starlette app served by uvicorn on 127.0.0.1 in a thread::
-
-    with FakeGitHub() as fake:                    # or fake.start() ... fake.stop()
-        fake.create_repo("octo", "recipes", {"README.md": "hi\\n"})
-        app = github.Auth.AppAuth(fake.app_id, fake.private_key_pem)
-        gh = github.Github(base_url=fake.url, auth=app.get_installation_auth(fake.installation_id))
+"""The fake GitHub's HTTP side: a Starlette app served by uvicorn on 127.0.0.1 in a thread.
+``with FakeGitHub() as fake:`` (or ``start()``/``stop()``) serves on ``fake.url``.
 
 A request is routed by the description (openapi.py) to the method named after its operation
-(``pulls/get`` -> ``pulls_get``), authenticated as a GitHub App's (the ``apps/`` operations
-want a JWT signed with the App's key: RS256, ``iss`` = ``app_id``, ``exp`` in the future and
-at most 10 minutes after ``iat``; the others an installation token), validated, answered and
-logged in ``requests``; unknown or invalid ones also go to ``violations``, and answers off
-their schema to ``response_problems``.
+(``pulls/get``: ``pulls_get``), authenticated as a GitHub App's (the ``apps/`` operations want
+a JWT signed with ``private_key_pem``: RS256, ``iss`` = ``app_id``, ``exp`` in the future and at
+most 10 minutes after ``iat``; the others an installation token), validated, answered and logged
+in ``requests``; unknown or invalid ones also go to ``violations``, and answers off their
+schema to ``response_problems``.
 """
 
 from __future__ import annotations
@@ -36,20 +32,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .openapi import fixtures_dir, load_spec
-from .render import APP_EVENTS, APP_PERMISSIONS, Bodies, artifact_zip, iso
-from .state import ROLES, Record, now
+from .state import APP_EVENTS, APP_PERMISSIONS, ROLES, FakeState, Record, artifact_zip, iso, now
 from .webhooks import Webhooks
 
 T = TypeVar("T")
-Answer = tuple[int, Any] | tuple[int, Any, dict[str, str]]
-"""A status, a JSON body (or a zip's bytes) and extra headers."""
-DOWNLOAD = "/_fake/artifacts/"
-"""Where an artifact's ``zip`` redirects (GitHub sends a signed blob-storage URL)."""
+Answer = tuple[int, Any] | tuple[int, Any, dict[str, str]]  # status, body (or bytes), headers
+DOWNLOAD = "/_fake/artifacts/"  # where an artifact's zip redirects, as GitHub's to blob storage
 
 
 class ApiError(Exception):
-    """An error answer in GitHub's shape; a ``violation`` (``True`` or the reason) is recorded:
-    a request GitHub would refuse too, or one the fake cannot answer."""
+    """An error answer; a ``violation`` (``True`` or the reason) is recorded too."""
 
     def __init__(self, status: int, message: str, errors: Any = None, violation: Any = False):
         super().__init__(message)
@@ -62,7 +54,7 @@ def invalid(name: str, code: str = "invalid", message: str = "") -> ApiError:
 
 
 def found(value: T | None) -> T:
-    """``value``, if there is one, else GitHub's 404."""
+    """``value``, if there is one; else GitHub's 404."""
     if not value:
         raise ApiError(404, "Not Found")
     return value
@@ -83,14 +75,14 @@ def _key_pair() -> tuple[str, Any]:
     return text.decode(), key.public_key()
 
 
-class FakeGitHub(Bodies):
-    """A GitHub the bot's PyGithub code can talk to over HTTP (see the module docstring)."""
+class FakeGitHub(FakeState):
+    """A GitHub the bot's PyGithub code can talk to over HTTP."""
 
     def __init__(self) -> None:
         super().__init__()
         self.spec, self.fixtures, self.webhooks = load_spec(), fixtures_dir(), Webhooks(self)
         self.private_key_pem, self._public_key = _key_pair()
-        self._hosted, self._socket = {}, socket.socket()
+        self._socket = socket.socket()
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no delayed ACKs
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
@@ -100,7 +92,7 @@ class FakeGitHub(Bodies):
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
 
     def start(self) -> FakeGitHub:
-        """Serve on ``url`` (a free port of 127.0.0.1); returns once requests are answered."""
+        """Serve on ``url``; returns once requests are answered."""
         if not self._thread.is_alive():
             self._thread.daemon = True
             self._thread.start()
@@ -137,14 +129,10 @@ class FakeGitHub(Bodies):
         try:
             required = jwt.types.Options(require=["exp", "iat", "iss"])
             claims = jwt.decode(credential.strip(), self._public_key, ["RS256"], options=required)
-        except jwt.ExpiredSignatureError:
-            return "'Expiration time' claim ('exp') must be a numeric value in the future"
-        except jwt.PyJWTError:
-            return "A JSON web token could not be decoded"
-        if str(claims["iss"]) != str(self.app_id):
-            return "A JSON web token could not be decoded"
-        if int(claims["exp"]) - int(claims["iat"]) > 660:
-            return "'Expiration time' claim ('exp') is too far in the future"
+        except jwt.PyJWTError as error:  # a bad signature, an ``exp`` in the past...
+            return f"A JSON web token could not be decoded: {error}"
+        if str(claims["iss"]) != str(self.app_id) or claims["exp"] - claims["iat"] > 660:
+            return "A JSON web token could not be decoded: another App's, or exp too far"
         return None
 
     async def _endpoint(self, request: Request) -> Response:

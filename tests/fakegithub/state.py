@@ -1,49 +1,54 @@
-"""What the fake GitHub knows, and the Python API tests arrange and inspect it with.
+"""What the fake GitHub knows, the Python API tests arrange and inspect it with, and the bodies
+it answers with.
 
 ``FakeGitHub`` is a ``FakeState``; ``repo=None`` means the first repository made. Git is a real
-bare repository (gitstore.py). The rest is ``Record`` objects, changed under ``lock``, whose
-fields are named as GitHub names them (render.py copies them into the bodies by name):
+bare repository (gitstore.py); all else is ``Record`` objects changed under ``lock``, whose
+fields carry GitHub's names. A pull request's ``head`` is a branch of ``head_repo``, its
+``head_sha`` follows that branch while it is open, ``merged_base`` is the base head it was
+merged onto; a check run's ``check_suite_id`` is its workflow run's for a job's check run, else
+0. ``requests`` logs method, path, status, headers, response_body and response_headers;
+``violations`` (requests GitHub would refuse, or the fake does not know) method, path, status and
+reason. GitHub Actions runs nothing: the workflows are the default branch's
+``.github/workflows/*.yml``, a dispatch records a queued run (``dispatches()``), and the test
+plays the runner with ``create_run``, ``start_run``, ``complete_run`` and ``job_check_run``.
 
-* repository: id owner name full_name default_branch created_at fork_of branches (name -> sha)
-  roles (lower-case login -> role) labels (lower-case name -> (name, id)) next_number;
-* pull: repo number id title body user head (a branch of head_repo) head_repo head_sha (it
-  follows the branch while open) base state merged merged_by merged_at merge_commit_sha
-  merged_base (the base head it was merged onto) closed_at labels fork created_at updated_at;
-* comment: id repo issue_number body user created_at updated_at; reaction: id comment_id
-  content user; check run: id repo name head_sha status conclusion title summary text
-  started_at completed_at check_suite_id (a workflow job's: its run's; 0: the App's);
-* workflow: id repo path file_name name run_name inputs (of ``workflow_dispatch``)
-  dispatchable; dispatch: repo workflow (its file name) ref inputs run_id;
-* run: id repo workflow_id name path display_title event head_sha head_branch run_number actor
-  check_suite_id status conclusion created_at updated_at run_started_at;
-* artifact: id run_id repo name files (the zip's members) created_at;
-* ``requests``: method path status headers response_body response_headers; ``violations``
-  (requests GitHub would refuse, or the fake does not know): method path status reason.
-
-GitHub Actions runs nothing: the workflows are the default branch's ``.github/workflows/*.yml``,
-a dispatch records a queued run (``dispatches()``), and the test plays the runner with
-``create_run``, ``start_run``, ``complete_run`` (``artifacts``: name -> bytes, zipped as one
-file of that name, or name -> ``{member: bytes}``) and ``job_check_run``.
+A body is GitHub's own example from the description, relinked to the fake, the state written
+over it. Relinking swaps the hosts (api.github.com, ...) for the fake's URL and the example's
+identities (its repository, number, shas, file) for the object's own wherever they are whole
+parts of a URL or a value, so every URL GitHub sends is there and leads to the right place. The
+state comes after, so user text is never rewritten: first the record's fields the example has by
+the same names, then the others by hand.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import io
 import itertools
+import json
 import re
 import secrets
 import threading
+import urllib.parse
+import zipfile
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .gitstore import Commit, FileChange, GitStore
 
+if TYPE_CHECKING:
+    from .openapi import Spec
+
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
+Name = str | None
+Files = dict[str, bytes | dict[str, bytes]] | None
+"""Artifacts: name -> bytes (zipped as one file of that name) or name -> {member: bytes}."""
 
 
 def now() -> datetime:
@@ -51,7 +56,7 @@ def now() -> datetime:
 
 
 class Record(SimpleNamespace):
-    """A repository, pull request, comment... (the module docstring lists their fields)."""
+    """A repository, pull request, comment, check run, workflow run... (fields: GitHub's)."""
 
 
 @cache
@@ -83,25 +88,73 @@ def render_expression(template: str, context: dict[str, Any]) -> str:
     return re.sub(r"\$\{\{\s*(.*?)\s*\}\}", one, template)
 
 
+_GITHUB = r'"(?:https?://(?:[\w-]+\.)*(?:github\.com|githubusercontent\.com)|git://github\.com)'
+_EXAMPLE_REPO = "octocat/Hello-World"
+APP_PERMISSIONS = dict.fromkeys(("actions", "checks", "contents", "issues"), "write")
+APP_PERMISSIONS |= {"metadata": "read", "pull_requests": "write"}
+APP_EVENTS = ["check_run", "issue_comment", "pull_request", "workflow_run"]
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_id(kind: str, number: int) -> str:
+    """GitHub's legacy global node id (``MDQ6VXNlcjE=`` is ``04:User1``)."""
+    return base64.b64encode(f"{len(kind):02d}:{kind}{number}".encode()).decode()
+
+
+def quoted(text: str) -> str:
+    return urllib.parse.quote(text, safe="/")
+
+
+def hosted(value: Any, base: str) -> str:
+    """``value`` (fixture data) as JSON text, GitHub's hosts swapped for ``base``."""
+    text = re.sub(_GITHUB, f'"{base}', json.dumps(value))
+    return text.replace('"git@github.com:', f'"git@{base.split("://", 1)[-1]}:')
+
+
+def relink(text: str, ids: dict[str, str] | None = None) -> Any:
+    """The JSON ``text`` parsed, each key of ``ids`` that is a whole part of a URL or a value
+    (``octocat/Hello-World``, ``1347``) swapped for its value first."""
+    if ids:
+        keys = "|".join(re.escape(key) for key in sorted(ids, key=len, reverse=True))
+        text = re.sub(f'(?<=[/="])({keys})(?=[/.?#{{"&])', lambda hit: ids[hit.group(1)], text)
+    return json.loads(text)
+
+
+def fit(template: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``template``'s keys, each with its value from ``values`` where that has one."""
+    return {key: values.get(key, item) for key, item in template.items()}
+
+
+def artifact_zip(artifact: Record) -> bytes:
+    """The artifact's files in a zip, byte for byte the same each time."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in sorted(artifact.files.items()):
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return buffer.getvalue()
+
+
 class FakeState:
-    """Everything the fake GitHub knows (see the module docstring)."""
+    """Everything the fake GitHub knows, and its bodies (see the module docstring)."""
 
     app_id, app_slug, installation_id = 424242, "attune", 111
+    url: str
+    spec: Spec
 
     def __init__(self) -> None:
-        self.lock, self.git = threading.RLock(), GitStore()
-        self.tokens: dict[str, datetime] = {}
+        self.lock, self.git, self.tokens = threading.RLock(), GitStore(), dict[str, datetime]()
         self.users: dict[str, int] = {}
-        """Lower-case login -> id."""
-        self.repos: dict[str, Record] = {}
-        """Lower-case full name -> repository."""
-        self.workflow_ids: dict[str, int] = {}
+        """Lower-case login -> id; ``workflows`` lower-case repository/path -> id."""
+        self.repos, self.workflow_ids = dict[str, Record](), dict[str, int]()
         self.records: dict[int, Record] = {}
         """Id -> pull request, comment, reaction, check run, run, artifact or dispatch."""
-        self.requests: list[Record] = []
-        self.violations: list[Record] = []
+        self.requests, self.violations = list[Record](), list[Record]()
         self.response_problems: list[str] = []
         self._ids, self._secret = itertools.count(1_000_001), secrets.token_bytes(16)
+        self._hosted: dict[tuple[str | int, ...], str] = {}
         self.user_id(self.bot_login)
 
     def add(self, kind: str, **fields: Any) -> Record:
@@ -138,15 +191,13 @@ class FakeState:
         with self.lock:
             return self.users.setdefault(login.lower(), len(self.users) + 1)
 
-    # -- repositories and git ------------------------------------------------------------------
-
     def create_repo(self, owner: str, name: str, files: dict[str, str] | None = None) -> Record:
         """A public repository whose ``main`` holds one commit of ``files``."""
         root = self.git.write((), "Initial commit", owner, files)
         return self._add_repo(owner, name, "main", {"main": root.sha})
 
     def _add_repo(
-        self, owner: str, name: str, default: str, branches: Any, fork: Any = None
+        self, owner: str, name: str, default: str, branches: Any, fork: Name = None
     ) -> Record:
         self.user_id(owner)
         repo = Record(id=next(self._ids), owner=owner, name=name, full_name=f"{owner}/{name}")
@@ -157,11 +208,11 @@ class FakeState:
             self.move_branch(repo, branch, sha)
         return repo
 
-    def repo(self, full_name: str | None = None) -> Record:
+    def repo(self, full_name: Name = None) -> Record:
         """The repository ``owner/name`` (any case), the first one made when ``None``."""
         return self.repos[(full_name or next(iter(self.repos))).lower()]
 
-    def fork_repo(self, user: str, repo: str | None = None) -> Record:
+    def fork_repo(self, user: str, repo: Name = None) -> Record:
         """``user``'s fork of ``repo``, made with copies of its branches on the first call."""
         parent = self.repo(repo)
         if f"{user}/{parent.name}".lower() not in self.repos:
@@ -169,31 +220,31 @@ class FakeState:
             self._add_repo(user, parent.name, default, branches, parent.full_name)
         return self.repo(f"{user}/{parent.name}")
 
-    def set_permission(self, login: str, role: str, repo: str | None = None) -> None:
+    def set_permission(self, login: str, role: str, repo: Name = None) -> None:
         """Give ``login`` a role on ``repo``: admin/maintain/write/triage/read/none."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}")
         self.user_id(login)
         self.repo(repo).roles[login.lower()] = role
 
-    def permission(self, login: str, repo: str | None = None) -> str:
+    def permission(self, login: str, repo: Name = None) -> str:
         """``login``'s role: the one set, else admin for the owner, read for anyone else."""
         target = self.repo(repo)
         owner = login.lower() == target.owner.lower()
         return str(target.roles.get(login.lower(), "admin" if owner else "read"))
 
-    def resolve(self, ref: str, repo: str | None = None) -> str | None:
+    def resolve(self, ref: str, repo: Name = None) -> str | None:
         """A branch (or ``heads/<branch>``, ``refs/heads/<branch>``) or a full sha -> sha."""
         branch = self.repo(repo).branches.get(ref.removeprefix("refs/").removeprefix("heads/"))
         return str(branch) if branch else (ref if self.git.exists(ref) else None)
 
-    def head(self, branch: str, repo: str | None = None) -> str:
+    def head(self, branch: str, repo: Name = None) -> str:
         return str(self.repo(repo).branches[branch])
 
     def get_commit(self, sha: str) -> Commit:
         return self.git.commit(sha)
 
-    def files_at(self, ref: str, repo: str | None = None) -> dict[str, str]:
+    def files_at(self, ref: str, repo: Name = None) -> dict[str, str]:
         """The files at a branch or commit."""
         sha = self.resolve(ref, repo)
         if sha is None:
@@ -206,7 +257,7 @@ class FakeState:
         files: dict[str, str | None],
         message: str = "Update files",
         author: str = "octocat",
-        repo: str | None = None,
+        repo: Name = None,
     ) -> str:
         """One commit on ``branch`` writing ``files`` (``None`` deletes one); its sha."""
         with self.lock:
@@ -224,13 +275,11 @@ class FakeState:
             for pr in self.find("pull", state="open", head_repo=target.full_name, head=branch):
                 pr.head_sha, pr.updated_at = sha, now()
 
-    def create_branch(self, name: str, repo: str | None = None) -> str:
+    def create_branch(self, name: str, repo: Name = None) -> str:
         """Branch ``name`` at the default branch's head."""
         target = self.repo(repo)
         self.move_branch(target, name, target.branches[target.default_branch])
         return str(target.branches[name])
-
-    # -- pull requests, comments, reactions, check runs ----------------------------------------
 
     def open_pull(
         self,
@@ -240,8 +289,8 @@ class FakeState:
         body: str = "",
         user: str = "octocat",
         fork: bool = False,
-        repo: str | None = None,
-        head_repo: str | None = None,
+        repo: Name = None,
+        head_repo: Name = None,
     ) -> int:
         """A pull request from branch ``head`` into ``base``; the branch is ``head_repo``'s,
         else (``fork``) ``user``'s fork's, else the repository's."""
@@ -253,15 +302,14 @@ class FakeState:
             pr = self.add("pull", repo=target.full_name, number=number, title=title, body=body)
             pr.user, pr.head, pr.head_repo = user, head, source.full_name
             pr.head_sha, pr.base, pr.state, pr.merged = source.branches[head], base, "open", False
-            pr.labels, pr.fork = [], source is not target
+            pr.labels, pr.fork, pr.updated_at = [], source is not target, pr.created_at
             pr.merged_by = pr.merged_at = pr.closed_at = pr.merged_base = pr.merge_commit_sha = None
-            pr.updated_at = pr.created_at
             return int(number)
 
-    def pull(self, number: int, repo: str | None = None) -> Record:
+    def pull(self, number: int, repo: Name = None) -> Record:
         return self.find("pull", repo=self.repo(repo).full_name, number=number)[0]
 
-    def pulls(self, repo: str | None = None) -> list[Record]:
+    def pulls(self, repo: Name = None) -> list[Record]:
         return self.find("pull", repo=self.repo(repo).full_name)
 
     def pull_base_sha(self, pr: Record) -> str:
@@ -277,8 +325,8 @@ class FakeState:
         return pr.state == "open" and bool(base and self.git.merge_tree(base, pr.head_sha))
 
     def merge_pull(self, pr: Record, method: str, message: str, by: str) -> str:
-        """Merge ``pr`` (``merge``: a commit of two parents; ``squash``, ``rebase``: of one);
-        the new base head. Raises ``ValueError`` on a conflict."""
+        """Merge ``pr`` (``merge``: a commit of two parents; ``squash``, ``rebase``: of one)
+        with git's three-way merge; the new base head."""
         with self.lock:
             target = self.repo(pr.repo)
             base = target.branches[pr.base]
@@ -299,7 +347,7 @@ class FakeState:
             return made
 
     def add_comment(
-        self, number: int, body: str, user: str = "octocat", repo: str | None = None
+        self, number: int, body: str, user: str = "octocat", repo: Name = None
     ) -> Record:
         """A comment by ``user`` on pull request ``number``."""
         self.user_id(user)
@@ -308,13 +356,13 @@ class FakeState:
         made.updated_at = made.created_at
         return made
 
-    def comments(self, number: int, repo: str | None = None) -> list[Record]:
+    def comments(self, number: int, repo: Name = None) -> list[Record]:
         return self.find("comment", repo=self.repo(repo).full_name, issue_number=number)
 
     def reactions(self, comment_id: int) -> list[Record]:
         return self.find("reaction", comment_id=comment_id)
 
-    def check_runs(self, sha_or_number: str | int, repo: str | None = None) -> list[Record]:
+    def check_runs(self, sha_or_number: str | int, repo: Name = None) -> list[Record]:
         """The check runs on a commit, or on a pull request's head (an ``int``)."""
         sha = sha_or_number
         if isinstance(sha, int):
@@ -327,21 +375,18 @@ class FakeState:
         made |= dict.fromkeys(("conclusion", "title", "summary", "text")) | fields
         return self.add("check run", repo=repo, name=name, head_sha=head_sha, **made)
 
-    # -- GitHub Actions ------------------------------------------------------------------------
-
-    def workflows(self, repo: str | None = None) -> list[Record]:
+    def workflows(self, repo: Name = None) -> list[Record]:
         """The ``.github/workflows/*.yml`` (or ``.yaml``) files of the default branch."""
         target, found = self.repo(repo), []
         for path, text in sorted(self.files_at(target.default_branch, repo).items()):
             if re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", path):
-                key = f"{target.full_name}/{path}"
+                key = f"{target.full_name}/{path}".lower()
                 ident = self.workflow_ids.setdefault(key, 2_000_001 + len(self.workflow_ids))
-                name = path.rsplit("/", 1)[1]
-                made = Record(id=ident, repo=target.full_name, path=path, file_name=name)
+                made = Record(id=ident, repo=target.full_name, path=path, file_name=path[18:])
                 found.append(Record(**vars(made), **vars(parse_workflow(path, text))))
         return found
 
-    def workflow(self, id_or_file_name: str | int, repo: str | None = None) -> Record | None:
+    def workflow(self, id_or_file_name: str | int, repo: Name = None) -> Record | None:
         wanted = str(id_or_file_name)
         return next((w for w in self.workflows(repo) if wanted in (str(w.id), w.file_name)), None)
 
@@ -351,8 +396,8 @@ class FakeState:
         ref: str,
         event: str = "push",
         inputs: dict[str, Any] | None = None,
-        actor: str | None = None,
-        repo: str | None = None,
+        actor: Name = None,
+        repo: Name = None,
     ) -> Record:
         """A queued run of a workflow (or of its file name) at a branch or sha. Its title is
         the ``run-name`` of the workflow file at ``ref``, its expressions filled in."""
@@ -380,10 +425,10 @@ class FakeState:
             run.check_suite_id, run.updated_at = next(self._ids), run.created_at
             return run
 
-    def dispatches(self, repo: str | None = None) -> list[Record]:
+    def dispatches(self, repo: Name = None) -> list[Record]:
         return self.find("dispatch", repo=self.repo(repo).full_name)
 
-    def runs(self, repo: str | None = None) -> list[Record]:
+    def runs(self, repo: Name = None) -> list[Record]:
         return self.find("run", repo=self.repo(repo).full_name)
 
     def run(self, run_id: int) -> Record:
@@ -395,10 +440,7 @@ class FakeState:
         return run
 
     def complete_run(
-        self,
-        run_id: int,
-        conclusion: str = "success",
-        artifacts: dict[str, bytes | dict[str, bytes]] | None = None,
+        self, run_id: int, conclusion: str = "success", artifacts: Files = None
     ) -> Record:
         """Finish a run with ``conclusion``, uploading ``artifacts``."""
         run = self.records[run_id]
@@ -416,3 +458,237 @@ class FakeState:
         done = {"status": "completed", "conclusion": conclusion, "completed_at": now()}
         fields = done | {"title": name, "summary": summary, "check_suite_id": run.check_suite_id}
         return self.add_check_run(run.repo, name, run.head_sha, **fields)
+
+    def example(self, name: str, /, *steps: str | int, of: Any = None, **fields: Any) -> Any:
+        """Example ``name`` (at ``steps``) relinked with the ``ids`` field, with the same-named
+        fields of record ``of`` (and its node id, of kind ``node``), then the other ``fields``."""
+        if (name, *steps) not in self._hosted:
+            value = self.spec.examples[name]["value"]
+            for step in steps:
+                value = value[step]
+            self._hosted[(name, *steps)] = hosted(value, self.url)
+        body: dict[str, Any] = relink(self._hosted[(name, *steps)], fields.pop("ids", None))
+        for key in [key for key in body if of is not None and hasattr(of, key)]:
+            value = getattr(of, key)
+            body[key] = iso(value) if isinstance(value, datetime) else value
+        if "node" in fields:
+            body["node_id"] = node_id(fields.pop("node"), of.id)
+        return body | fields
+
+    def api(self, full_name: str) -> str:
+        return f"{self.url}/repos/{full_name}"
+
+    def user_json(self, login: str) -> Any:
+        ident, kind = self.user_id(login), "Bot" if login.endswith("[bot]") else "User"
+        ids = {"octocat": urllib.parse.quote(login, safe="")}
+        body = self.example("pull-request", "user", ids=ids, login=login, id=ident, type=kind)
+        body.update(node_id=node_id(kind, ident), avatar_url=f"{self.url}/avatars/u/{ident}?v=4")
+        if kind == "Bot":
+            body["html_url"] = f"{self.url}/apps/{login.removesuffix('[bot]')}"
+        return body
+
+    def repo_json(self, repo: Record) -> Any:
+        """GET /repos/{owner}/{repo} (``repo_as`` fits it to the smaller shapes)."""
+        ids = {_EXAMPLE_REPO: repo.full_name}
+        body = self.example("full-repository-default-response", of=repo, ids=ids, node="Repo")
+        count = sum(pr.state == "open" for pr in self.pulls(repo.full_name))
+        body.update(owner=self.user_json(repo.owner), open_issues_count=count, open_issues=count)
+        body.update(fork=repo.fork_of is not None, language=None, updated_at=body["created_at"])
+        body["pushed_at"], allowed = body["created_at"], ("push", "triage", "pull")
+        body["permissions"] = {key: key in allowed for key in ("admin", "maintain", *allowed)}
+        for key in ("organization", "template_repository", "parent", "source"):
+            del body[key]
+        if repo.fork_of is not None:
+            parent = self.repo(repo.fork_of)
+            body["parent"] = body["source"] = self.repo_as(parent, "pull-request", "head", "repo")
+        return body
+
+    def repo_as(self, repo: Record, name: str, *steps: str | int) -> Any:
+        """``repo`` in the shape of the repository at ``steps`` in example ``name``."""
+        template = self.example(name, *steps, ids={_EXAMPLE_REPO: repo.full_name})
+        return fit(template, self.repo_json(repo))
+
+    def app_json(self, actions: bool = False) -> Any:
+        """The App, or with ``actions`` the GitHub Actions app (workflow jobs' check runs)."""
+        ident, slug = (15368, "github-actions") if actions else (self.app_id, self.app_slug)
+        body = self.example("check-run", "app", id=ident, slug=slug, node_id=node_id("App", ident))
+        body.update(external_url=f"{self.url}/apps/{slug}", html_url=f"{self.url}/apps/{slug}")
+        body["name"] = "GitHub Actions" if actions else slug.capitalize()
+        if not actions:
+            body.update(owner=self.user_json(self.repo().owner), description="")
+            body.update(events=APP_EVENTS, permissions=APP_PERMISSIONS)
+        return body
+
+    def ref_json(self, repo: Record, branch: str) -> Any:
+        ident = int(hashlib.sha1(f"{repo.id}:{branch}".encode()).hexdigest()[:7], 16)
+        ids = {_EXAMPLE_REPO: repo.full_name, "featureA": branch}
+        ids["aa218f56b14c9653891f9e74264a383fa43fefbd"] = repo.branches[branch]
+        return self.example("git-ref", ids=ids, node_id=node_id("Ref", ident))
+
+    def git_commit_json(self, repo: Record, commit: Commit) -> Any:
+        """A git commit object (the ``commit`` of a file commit)."""
+        ids = {_EXAMPLE_REPO: repo.full_name}
+        ids["18a43cd8e1e3a79c786e3d808a73d23b6d212b16"] = commit.sha
+        ids["9a21f8e2018f42ffcf369b24d2cd20bc25c9e66f"] = commit.tree
+        body = self.example("file-commit-example-for-updating-a-file", "commit", ids=ids)
+        body["message"] = commit.message
+        who = {"date": iso(commit.date), "name": commit.author, "email": self.email(commit.author)}
+        body.update(author=who, committer=who, node_id=node_id("Commit", int(commit.sha[:7], 16)))
+        api, html = self.api(repo.full_name), f"{self.url}/{repo.full_name}"
+        parents = [{"sha": sha, "url": f"{api}/git/commits/{sha}"} for sha in commit.parents]
+        return body | {
+            "parents": [p | {"html_url": f"{html}/git/commit/{p['sha']}"} for p in parents]
+        }
+
+    def email(self, login: str) -> str:
+        return f"{self.user_id(login)}+{login}@users.noreply.github.com"
+
+    def commit_json(self, repo: Record, commit: Commit) -> Any:
+        """GET commits/{ref}: the commit with its changes against its first parent."""
+        git, api = self.git_commit_json(repo, commit), f"{self.api(repo.full_name)}/commits/"
+        changes = self.git.diff(commit.parents[0] if commit.parents else None, commit.sha)
+        files = [self.diff_json(repo, change, commit.sha) for change in changes]
+        adds, dels = sum(f["additions"] for f in files), sum(f["deletions"] for f in files)
+        inner = {key: git[key] for key in ("author", "committer", "message", "tree", "url")}
+        body = {"sha": commit.sha, "node_id": git["node_id"], "html_url": git["html_url"]}
+        body |= {"commit": inner | {"comment_count": 0, "verification": git["verification"]}}
+        body |= {"url": api + commit.sha, "comments_url": f"{api}{commit.sha}/comments"}
+        body |= {"author": self.user_json(commit.author), "parents": git["parents"]}
+        stats = {"total": adds + dels, "additions": adds, "deletions": dels}
+        return body | {"committer": body["author"], "stats": stats, "files": files}
+
+    def content_json(self, repo: Record, path: str, ref: str, sha: str, text: str | None) -> Any:
+        """A file (``text``) or a folder entry (``text=None``) of the contents API."""
+        ids = {"octokit/octokit.rb": repo.full_name, "README.md": quoted(path), "master": ref}
+        ids |= {"3d21ec53a331a6f037a91c368710b99387d012c1": sha}
+        ids |= {} if text is not None else {"blob": "tree", "blobs": "trees"}
+        body = self.example("content-file-response-if-content-is-a-file", ids=ids, path=path)
+        data = (text or "").encode()
+        body.update(name=path.rsplit("/", 1)[-1], size=len(data), type="file")
+        if text is None:
+            dropped = ("content", "encoding")
+            return {k: v for k, v in body.items() if k not in dropped} | {"type": "dir"}
+        lines = re.findall(".{1,60}", base64.b64encode(data).decode())
+        return body | {"content": "".join(f"{line}\n" for line in lines)}
+
+    def diff_json(self, repo: Record, change: FileChange, head_sha: str) -> Any:
+        ids = {_EXAMPLE_REPO: repo.full_name, "file1.txt": quoted(change.filename)}
+        ids["6dcb09b5b57875f334f61aebed695e2e4193db5e"] = head_sha
+        body = self.example("diff-entry-items", 0, of=change, ids=ids)
+        return body | {"changes": change.additions + change.deletions}
+
+    def label_json(self, repo: Record, name: str) -> Any:
+        name, ident = self.label(repo, name)
+        url = f"{self.api(repo.full_name)}/labels/{urllib.parse.quote(name, safe='')}"
+        body = {"id": ident, "node_id": node_id("Label", ident), "url": url, "name": name}
+        color = hashlib.sha1(name.encode()).hexdigest()[:6]
+        return body | {"color": color, "default": False, "description": ""}
+
+    def association(self, repo: Record, login: str) -> str:
+        if login.lower() == repo.owner.lower():
+            return "OWNER"
+        role = self.permission(login, repo.full_name)
+        return "COLLABORATOR" if role in ("admin", "maintain", "write") else "NONE"
+
+    def end_json(self, repo: Record, branch: str, sha: str) -> Any:
+        """The head or the base of a pull request."""
+        body = {"label": f"{repo.owner}:{branch}", "ref": branch, "sha": sha}
+        body["user"] = self.user_json(repo.owner)
+        return body | {"repo": self.repo_as(repo, "pull-request", "head", "repo")}
+
+    def pull_json(self, pr: Record, simple: bool = False) -> Any:
+        """A pull request; ``simple``: as lists have it."""
+        repo = self.repo(pr.repo)
+        ids = {_EXAMPLE_REPO: pr.repo, "1347": str(pr.number)}
+        ids["6dcb09b5b57875f334f61aebed695e2e4193db5e"] = pr.head_sha  # the example's head
+        body = self.example("pull-request", of=pr, ids=ids, node="PullRequest", locked=False)
+        body.update(dict.fromkeys(("milestone", "active_lock_reason", "assignee", "auto_merge")))
+        body.update({key: [] for key in ("assignees", "requested_reviewers", "requested_teams")})
+        body.update(body=pr.body or None, labels=[self.label_json(repo, n) for n in pr.labels])
+        body["head"] = self.end_json(self.repo(pr.head_repo), pr.head, pr.head_sha)
+        body["base"] = self.end_json(repo, pr.base, repo.branches.get(pr.base, pr.head_sha))
+        body["author_association"] = self.association(repo, pr.user)
+        body["user"] = self.user_json(pr.user)
+        body["merged_by"] = self.user_json(pr.merged_by) if pr.merged_by else None
+        if simple:
+            return fit(self.example("pull-request-simple-items", 0, ids=ids), body)
+        files, mergeable = self.pull_files(pr), self.mergeable(pr) if pr.state == "open" else None
+        since = self.git.merge_base(pr.head_sha, self.pull_base_sha(pr))
+        body.update(mergeable=mergeable, rebaseable=mergeable, draft=False, review_comments=0)
+        body["mergeable_state"] = {True: "clean", False: "dirty", None: "unknown"}[mergeable]
+        body.update(comments=len(self.comments(pr.number, pr.repo)), maintainer_can_modify=False)
+        body.update(commits=len(self.git.log(pr.head_sha, since)), changed_files=len(files))
+        adds, dels = sum(f.additions for f in files), sum(f.deletions for f in files)
+        return body | {"additions": adds, "deletions": dels}
+
+    def comment_json(self, comment: Record) -> Any:
+        repo, ident = self.repo(comment.repo), str(comment.id)
+        ids = {_EXAMPLE_REPO: comment.repo, "1347": str(comment.issue_number), "1": ident}
+        body = self.example("issue-comment", of=comment, ids=ids, node="IssueComment")
+        body["html_url"] = f"{self.url}/{repo.full_name}/pull/{comment.issue_number}"
+        body["html_url"] += f"#issuecomment-{ident}"
+        body["author_association"] = self.association(repo, comment.user)
+        body["user"] = self.user_json(comment.user)
+        found = [r.content for r in self.reactions(comment.id)]
+        kinds = ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")
+        rollup = {"url": f"{body['url']}/reactions", "total_count": len(found)}
+        return body | {"reactions": rollup | {kind: found.count(kind) for kind in kinds}}
+
+    def pull_ref_json(self, pr: Record) -> Any:
+        """The minimal pull request of check runs and workflow runs."""
+        ends = [(pr.head_repo, pr.head, pr.head_sha), (pr.repo, pr.base, self.pull_base_sha(pr))]
+        body = {"url": f"{self.api(pr.repo)}/pulls/{pr.number}", "id": pr.id, "number": pr.number}
+        for key, (full_name, branch, sha) in zip(("head", "base"), ends, strict=True):
+            target = self.repo(full_name)
+            repo = {"id": target.id, "url": self.api(full_name), "name": target.name}
+            body[key] = {"ref": branch, "sha": sha, "repo": repo}
+        return body
+
+    def check_run_json(self, run: Record) -> Any:
+        pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
+        ids = {"github/hello-world": run.repo, "4": str(run.id)}
+        body = self.example("check-run", of=run, ids=ids, node="CheckRun")
+        body.update(details_url=body["html_url"], app=self.app_json(run.check_suite_id != 0))
+        body.update(check_suite={"id": run.check_suite_id or run.id})
+        body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head_sha == run.head_sha]
+        output = {"title": run.title, "summary": run.summary, "text": run.text}
+        return body | {"output": body["output"] | output | {"annotations_count": 0}}
+
+    def workflow_json(self, workflow: Record) -> Any:
+        api, html = self.api(workflow.repo), f"{self.url}/{workflow.repo}"
+        created = iso(self.repo(workflow.repo).created_at)
+        body = {"id": workflow.id, "node_id": node_id("Workflow", workflow.id), "state": "active"}
+        body |= {"name": workflow.name, "path": workflow.path, "created_at": created}
+        body |= {"updated_at": created, "url": f"{api}/actions/workflows/{workflow.id}"}
+        body["html_url"] = f"{html}/blob/HEAD/{workflow.path}"
+        return body | {"badge_url": f"{html}/workflows/{quoted(workflow.name)}/badge.svg"}
+
+    def run_json(self, run: Record) -> Any:
+        commit, actor = self.get_commit(run.head_sha), self.user_json(run.actor)
+        pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
+        ids = {"octo-org/octo-repo": run.repo, "30433642": str(run.id)}
+        ids |= {"159038": str(run.workflow_id), "414944374": str(run.check_suite_id)}
+        body = self.example("workflow-run", of=run, ids=ids, node="WorkflowRun", actor=actor)
+        body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head == run.head_branch]
+        body.update(referenced_workflows=[], previous_attempt_url=None, triggering_actor=actor)
+        body["check_suite_node_id"] = node_id("CheckSuite", run.check_suite_id)
+        body["run_started_at"] = iso(run.run_started_at or run.created_at)
+        who = {"name": commit.author, "email": self.email(commit.author)}
+        head: dict[str, Any] = {"id": commit.sha, "tree_id": commit.tree, "author": who}
+        body["head_commit"] = head | {"timestamp": iso(commit.date), "committer": who}
+        body["head_commit"]["message"] = commit.message
+        body["repository"] = self.repo_as(self.repo(run.repo), "workflow-run", "repository")
+        return body | {"head_repository": body["repository"]}
+
+    def artifact_json(self, artifact: Record) -> Any:
+        run, repo = self.run(artifact.run_id), self.repo(artifact.repo)
+        ids = {"octo-org/octo-docs": artifact.repo, "11": str(artifact.id)}
+        body = self.example("artifact-paginated", "artifacts", 0, of=artifact, ids=ids)
+        body["node_id"] = node_id("Artifact", artifact.id)
+        body.update(expired=False, size_in_bytes=sum(map(len, artifact.files.values())))
+        body.update(updated_at=iso(artifact.created_at))
+        body["expires_at"] = iso(artifact.created_at + timedelta(days=90))
+        body["digest"] = "sha256:" + hashlib.sha256(artifact_zip(artifact)).hexdigest()
+        origin = {"id": run.id, "repository_id": repo.id, "head_repository_id": repo.id}
+        origin |= {"head_branch": run.head_branch, "head_sha": run.head_sha}
+        return body | {"workflow_run": origin}

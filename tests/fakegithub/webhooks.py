@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .render import fit, hosted, node_id, relink
+from .state import fit, hosted, node_id, relink
 
 if TYPE_CHECKING:
     from .server import FakeGitHub
