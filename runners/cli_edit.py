@@ -23,11 +23,12 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _replace(tokens: list[str], options: dict[str, int], new: list[str]) -> list[str]:
-    """``tokens`` with every one of ``options`` (option -> values that follow; -1: up to the
-    next option; ``--opt v`` and ``--opt=v`` forms) taken out and ``new`` put where the first
-    of them was (at the end when none was there), so an edit shows as a one-line change."""
+def take_out(tokens: list[str], options: dict[str, int]) -> tuple[list[str], list[str], int]:
+    """``tokens`` without ``options`` (option -> how many values follow it; -1: every token up
+    to the next option), in the ``--opt v`` and ``--opt=v`` forms: (what is kept, each option
+    taken out with its values as one string, where in the kept tokens the first one was)."""
     kept: list[str] = []
+    removed: list[str] = []
     at: int | None = None
     i = 0
     while i < len(tokens):
@@ -37,13 +38,20 @@ def _replace(tokens: list[str], options: dict[str, int], new: list[str]) -> list
             i += 1
             continue
         at = len(kept) if at is None else at
-        i += 1
-        if "=" in tokens[i - 1]:
-            continue
-        count = options[flag]
-        while i < len(tokens) and count != 0 and not tokens[i].startswith("--"):
-            i, count = i + 1, count - 1
-    at = len(kept) if at is None else at
+        end = i + 1
+        if "=" not in tokens[i]:
+            count = options[flag]
+            while end < len(tokens) and count != 0 and not tokens[end].startswith("--"):
+                end, count = end + 1, count - 1
+        removed.append(" ".join(tokens[i:end]))
+        i = end
+    return kept, removed, len(kept) if at is None else at
+
+
+def _replace(tokens: list[str], options: dict[str, int], new: list[str]) -> list[str]:
+    """``tokens`` with every one of ``options`` taken out and ``new`` put where the first of
+    them was (at the end when none was there), so an edit shows as a one-line change."""
+    kept, _removed, at = take_out(tokens, options)
     return kept[:at] + new + kept[at:]
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from runners.cli_edit import take_out
+
 PROFILE_EXTRA_STEPS = 4
 """Steps run after the scored ones when profiling: warm-up of the profiler, then one profiled
 step. They are never scored (the parser's records past ``steps`` are dropped)."""
@@ -81,31 +83,6 @@ class HarnessArgs(BaseModel):
     """Where the profiler writes the traces: a file, or a folder of one trace per rank."""
 
 
-def _strip(tokens: list[str], arity: dict[str, int]) -> tuple[list[str], list[str]]:
-    """``tokens`` without the options of ``arity`` (``--flag v`` and ``--flag=v`` forms) and
-    their values, and the removed tokens grouped per option."""
-    kept: list[str] = []
-    removed: list[str] = []
-    i = 0
-    while i < len(tokens):
-        flag = tokens[i].split("=", 1)[0]
-        if flag not in arity:
-            kept.append(tokens[i])
-            i += 1
-            continue
-        end = i + 1
-        if "=" not in tokens[i]:
-            count = arity[flag]
-            if count < 0:
-                while end < len(tokens) and not tokens[end].startswith("--"):
-                    end += 1
-            else:
-                end = min(len(tokens), i + 1 + count)
-        removed.append(" ".join(tokens[i:end]))
-        i = end
-    return kept, removed
-
-
 def megatron_args(
     args: list[str],
     *,
@@ -121,7 +98,7 @@ def megatron_args(
     is in samples and Megatron refuses iteration-based training beside it
     (megatron/training/arguments.py:1236-1262 at core_v0.19.0).
     """
-    kept, overridden = _strip(args, MEGATRON_HARNESS_FLAGS)
+    kept, overridden, _at = take_out(args, MEGATRON_HARNESS_FLAGS)
     total = steps + (PROFILE_EXTRA_STEPS if profile else 0)
     sample_based = any(t.split("=", 1)[0] == "--train-samples" for t in args)
     length = ["--train-samples", str(total * global_batch_size)] if sample_based else []
@@ -146,7 +123,7 @@ def torchtitan_overrides(
 ) -> HarnessArgs:
     """torchtitan's command-line overrides for a benchmark of ``steps`` steps."""
     arity = {key: 0 if _is_switch(key) else 1 for key in TORCHTITAN_HARNESS_KEYS}
-    kept, overridden = _strip(overrides, arity)
+    kept, overridden, _at = take_out(overrides, arity)
     total = steps + (PROFILE_EXTRA_STEPS if profile else 0)
     dump = workdir / "outputs"
     harness = ["--training.steps", str(total), "--metrics.log_freq", "1"]
