@@ -23,17 +23,15 @@ KNOWN_GAPS = r"(^|/)requested_teams/\d+:type$|^(user)?:role_name$|(^|/)source:la
 """``<path>:<missing property>`` of the ``required`` errors GitHub's own examples have."""
 _R, _NAMES = "/repos/{owner}/{repo}", {"type": "array", "items": {"type": "string"}}
 _LABELS = {"oneOf": [{"properties": {"labels": _NAMES}, "required": ["labels"]}, _NAMES]}
-_DISPATCH = {"type": "object", "properties": {"inputs": {"maxProperties": 25}}}
+_DISPATCH = {"type": "object", "properties": {"inputs": {"maxProperties": 25}}, "required": ["ref"]}
+_WF = _R + "/actions/workflows/{workflow_id}"
 EXTRA_OPERATIONS: dict[tuple[str, str], tuple[str, Any]] = {
     ("GET", _R + "/commits/{ref}"): ("repos/get-commit", None),
     ("GET", _R + "/issues/{issue_number}/labels"): ("issues/list-labels-on-issue", None),
     ("POST", _R + "/issues/{issue_number}/labels"): ("issues/add-labels", _LABELS),
-    ("GET", _R + "/actions/workflows/{workflow_id}"): ("actions/get-workflow", None),
-    ("POST", _R + "/actions/workflows/{workflow_id}/dispatches"): (
-        "actions/create-workflow-dispatch",
-        _DISPATCH | {"required": ["ref"]},
-    ),
-    ("GET", _R + "/actions/workflows/{workflow_id}/runs"): ("actions/list-workflow-runs", None),
+    ("GET", _WF): ("actions/get-workflow", None),
+    ("POST", _WF + "/dispatches"): ("actions/create-workflow-dispatch", _DISPATCH),
+    ("GET", _WF + "/runs"): ("actions/list-workflow-runs", None),
     ("GET", _R + "/actions/runs"): ("actions/list-workflow-runs-for-repo", None),
     ("GET", _R + "/actions/artifacts/{artifact_id}/zip"): ("actions/download-artifact", None),
 }
@@ -103,9 +101,7 @@ class Spec:
 
     def _resolve(self, node: Any) -> Any:
         while "$ref" in node:
-            pointer, node = node["$ref"].removeprefix(ROOT + "#/"), self.converted
-            for part in pointer.split("/"):
-                node = node[part.replace("~1", "/").replace("~0", "~")]
+            node = self.registry.resolver().lookup(node["$ref"]).contents
         return node
 
     def problems(self, key: str, schema: Any, instance: Any, where: str) -> list[str]:
@@ -155,12 +151,10 @@ class Spec:
 
     def validate_schema(self, name: str, instance: Any) -> list[str]:
         """Problems of ``instance`` against ``#/components/schemas/<name>``."""
-        schema = {"$ref": f"{ROOT}#/components/schemas/{name}"}
-        return self.problems(f"schema {name}", schema, instance, name)
+        return self.problems(name, {"$ref": f"{ROOT}#/components/schemas/{name}"}, instance, name)
 
 
 @cache
-def load_spec(path: str | None = None) -> Spec:
-    """The description at ``path`` (default: the fixtures'), parsed once per process."""
-    source = Path(path) if path else fixtures_dir() / "rest-api-subset.json"
-    return Spec(json.loads(source.read_text(encoding="utf-8")))
+def load_spec() -> Spec:
+    """The fixtures' description, parsed once per process."""
+    return Spec(json.loads((fixtures_dir() / "rest-api-subset.json").read_text(encoding="utf-8")))

@@ -31,8 +31,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .gitstore import Record
 from .openapi import fixtures_dir, load_spec
-from .state import APP_EVENTS, APP_PERMISSIONS, ROLES, FakeState, Record, artifact_zip, iso, now
+from .state import APP_EVENTS, APP_PERMISSIONS, ROLES, FakeState, artifact_zip, iso, now
 from .webhooks import Webhooks
 
 T = TypeVar("T")
@@ -61,7 +62,7 @@ def found(value: T | None) -> T:
 
 
 class Req(Record):
-    """One request as a handler sees it: ``path``, ``params``, ``query`` and ``body``."""
+    """A request as a handler sees it: ``path``, ``params``, ``query``, ``body``."""
 
     def field(self, name: str, default: Any = None) -> Any:
         return self.body.get(name, default) if isinstance(self.body, dict) else default
@@ -90,18 +91,17 @@ class FakeGitHub(FakeState):
         app = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=verbs)])
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
+        self._thread.daemon = True
 
     def start(self) -> FakeGitHub:
         """Serve on ``url``; returns once requests are answered."""
         if not self._thread.is_alive():
-            self._thread.daemon = True
             self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake GitHub did not start")
+        for _ in range(5000):  # 10 s
+            if self._server.started:
+                return self
             time.sleep(0.002)
-        return self
+        raise RuntimeError("the fake GitHub did not start")
 
     def stop(self) -> None:
         self._server.should_exit = True
@@ -153,7 +153,7 @@ class FakeGitHub(FakeState):
         return Response(content if body is not None else b"", status, extra, media)
 
     def _answer(self, method: str, path: str, query: Any, head: Any, raw: Any, route: Any) -> Any:
-        """Status, body and extra headers of one request (``route``: what ``Spec.route`` says)."""
+        """Status, body and extra headers of a request (``route``: ``Spec.route``'s)."""
         try:
             if route is None and method == "GET" and path.startswith(DOWNLOAD):
                 return *self._download(path, query), {}
@@ -199,7 +199,6 @@ class FakeGitHub(FakeState):
         return found(pulls[0] if pulls else None)
 
     def _own(self, kind: str, req: Req, key: str) -> Record:
-        """The record of ``kind`` the path parameter ``key`` names, in this repository."""
         record = self.records.get(int(req.params[key]))
         mine = record and (record.kind, record.repo) == (kind, self._repo(req).full_name)
         return found(record if mine else None)
@@ -208,8 +207,7 @@ class FakeGitHub(FakeState):
         return found(self.resolve(ref, self._repo(req).full_name))
 
     def _page(self, req: Req, items: list[Any], wrap: str | None = None) -> Answer:
-        """One page (``per_page``, ``page``) with GitHub's ``Link`` header; ``wrap`` names
-        the list in a ``{"total_count", wrap}`` object."""
+        """A page of ``items`` with GitHub's ``Link`` header, in a ``{total_count, wrap}``."""
         size = max(1, min(100, int(req.query.get("per_page") or 30)))
         number, last = int(req.query.get("page") or 1), max(1, -(-len(items) // size))
         rels = {"prev": number - 1, "first": 1} if number > 1 else {}
@@ -319,9 +317,6 @@ class FakeGitHub(FakeState):
         number = self.open_pull(branch, base, title, body, self.bot_login, **at)
         return 201, self.pull_json(self.pull(number, repo.full_name))
 
-    def pulls_get(self, req: Req) -> Answer:
-        return 200, self.pull_json(self._pull(req))
-
     def pulls_update(self, req: Req) -> Answer:
         pr, state = self._pull(req), req.field("state", "")
         if req.field("base", pr.base) not in self._repo(req).branches:
@@ -329,10 +324,12 @@ class FakeGitHub(FakeState):
         if state == "open" and pr.merged:
             raise invalid("state", "custom", "merged pull requests stay closed")
         pr.title, pr.body = req.field("title", pr.title), req.field("body", pr.body)
-        pr.base, pr.updated_at = req.field("base", pr.base), now()
+        pr.base, pr.updated_at = req.field("base", pr.base), now() if req.body else pr.updated_at
         if state in ("open", "closed") and state != pr.state:
             pr.state, pr.closed_at = state, now() if state == "closed" else None
         return 200, self.pull_json(pr)
+
+    pulls_get = pulls_update  # with no body, it changes nothing
 
     def pulls_merge(self, req: Req) -> Answer:
         pr, method = self._pull(req), req.field("merge_method") or "merge"
@@ -356,13 +353,13 @@ class FakeGitHub(FakeState):
         head = self.repo(pr.head_repo)
         return self._page(req, [self.diff_json(head, c, pr.head_sha) for c in self.pull_files(pr)])
 
-    def issues_list_comments(self, req: Req) -> Answer:
-        pr = self._pull(req, "issue_number")
-        return self._page(req, [self.comment_json(c) for c in self.comments(pr.number, pr.repo)])
-
     def issues_create_comment(self, req: Req) -> Answer:
         pr, body = self._pull(req, "issue_number"), req.field("body")
+        if req.body is None:  # GET: the comments
+            return self._page(req, [*map(self.comment_json, self.comments(pr.number, pr.repo))])
         return 201, self.comment_json(self.add_comment(pr.number, body, self.bot_login, pr.repo))
+
+    issues_list_comments = issues_create_comment
 
     def issues_update_comment(self, req: Req) -> Answer:
         comment = self._own("comment", req, "comment_id")
@@ -457,7 +454,7 @@ class FakeGitHub(FakeState):
         return 302, None, {"Location": f"{self.url}{DOWNLOAD}{artifact.id}.zip?sig={signature}"}
 
     def _download(self, path: str, query: dict[str, str]) -> tuple[int, bytes]:
-        """The redirect's target: no token, the signature is the credential."""
+        """The redirect's target: the signature is the credential."""
         name = path.removeprefix(DOWNLOAD).removesuffix(".zip")
         artifact = self.records.get(int(name)) if name.isdigit() else None
         if artifact is None or query.get("sig") != self.sign(f"artifact:{artifact.id}"):

@@ -1,23 +1,16 @@
-"""What the fake GitHub knows, the Python API tests arrange and inspect it with, and the bodies
-it answers with.
+"""What the fake GitHub knows, the Python API tests arrange and inspect it with, and its bodies.
 
-``FakeGitHub`` is a ``FakeState``; ``repo=None`` means the first repository made. Git is a real
-bare repository (gitstore.py); all else is ``Record`` objects changed under ``lock``, whose
-fields carry GitHub's names. A pull request's ``head`` is a branch of ``head_repo``, its
-``head_sha`` follows that branch while it is open, ``merged_base`` is the base head it was
-merged onto; a check run's ``check_suite_id`` is its workflow run's for a job's check run, else
-0. ``requests`` logs method, path, status, headers, response_body and response_headers;
-``violations`` (requests GitHub would refuse, or the fake does not know) method, path, status and
-reason. GitHub Actions runs nothing: the workflows are the default branch's
-``.github/workflows/*.yml``, a dispatch records a queued run (``dispatches()``), and the test
-plays the runner with ``create_run``, ``start_run``, ``complete_run`` and ``job_check_run``.
+``repo=None`` means the first repository made. Git is a real bare repository (gitstore.py); the
+rest is ``Record`` objects changed under ``lock``, their fields named as GitHub names them. A
+pull request's ``head`` is a branch of ``head_repo``, ``head_sha`` follows it while open. GitHub
+Actions runs nothing: the workflows are the default branch's ``.github/workflows/*.yml``, a
+dispatch records a queued run, and the test plays the runner (``create_run``, ``start_run``,
+``complete_run``, ``job_check_run``).
 
-A body is GitHub's own example from the description, relinked to the fake, the state written
-over it. Relinking swaps the hosts (api.github.com, ...) for the fake's URL and the example's
-identities (its repository, number, shas, file) for the object's own wherever they are whole
-parts of a URL or a value, so every URL GitHub sends is there and leads to the right place. The
-state comes after, so user text is never rewritten: first the record's fields the example has by
-the same names, then the others by hand.
+A body is GitHub's own example from the description with the hosts swapped for the fake's URL,
+the example's identities (its repository, number, shas, file) swapped for the object's own
+wherever they are a whole part of a URL or value, then the state written over it (the record's
+fields the example has by name, then others by hand), so user text is never rewritten.
 """
 
 from __future__ import annotations
@@ -35,28 +28,22 @@ import urllib.parse
 import zipfile
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .gitstore import Commit, FileChange, GitStore
+from .gitstore import GitStore, Record
 
 if TYPE_CHECKING:
     from .openapi import Spec
 
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
 Name = str | None
-Files = dict[str, bytes | dict[str, bytes]] | None
-"""Artifacts: name -> bytes (zipped as one file of that name) or name -> {member: bytes}."""
+Zips = dict[str, bytes | dict[str, bytes]] | None  # name -> one file so named, or members
 
 
 def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
-
-
-class Record(SimpleNamespace):
-    """A repository, pull request, comment, check run, workflow run... (fields: GitHub's)."""
 
 
 @cache
@@ -93,6 +80,7 @@ _EXAMPLE_REPO = "octocat/Hello-World"
 APP_PERMISSIONS = dict.fromkeys(("actions", "checks", "contents", "issues"), "write")
 APP_PERMISSIONS |= {"metadata": "read", "pull_requests": "write"}
 APP_EVENTS = ["check_run", "issue_comment", "pull_request", "workflow_run"]
+REPO_PERMISSIONS = {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True}
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -100,7 +88,6 @@ def iso(moment: datetime | None) -> str | None:
 
 
 def node_id(kind: str, number: int) -> str:
-    """GitHub's legacy global node id (``MDQ6VXNlcjE=`` is ``04:User1``)."""
     return base64.b64encode(f"{len(kind):02d}:{kind}{number}".encode()).decode()
 
 
@@ -124,7 +111,6 @@ def relink(text: str, ids: dict[str, str] | None = None) -> Any:
 
 
 def fit(template: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """``template``'s keys, each with its value from ``values`` where that has one."""
     return {key: values.get(key, item) for key, item in template.items()}
 
 
@@ -138,7 +124,7 @@ def artifact_zip(artifact: Record) -> bytes:
 
 
 class FakeState:
-    """Everything the fake GitHub knows, and its bodies (see the module docstring)."""
+    """Everything the fake GitHub knows (see the module docstring)."""
 
     app_id, app_slug, installation_id = 424242, "attune", 111
     url: str
@@ -146,11 +132,9 @@ class FakeState:
 
     def __init__(self) -> None:
         self.lock, self.git, self.tokens = threading.RLock(), GitStore(), dict[str, datetime]()
-        self.users: dict[str, int] = {}
-        """Lower-case login -> id; ``workflows`` lower-case repository/path -> id."""
-        self.repos, self.workflow_ids = dict[str, Record](), dict[str, int]()
-        self.records: dict[int, Record] = {}
-        """Id -> pull request, comment, reaction, check run, run, artifact or dispatch."""
+        self.users, self.repos = dict[str, int](), dict[str, Record]()  # lower-case keys
+        self.workflow_ids: dict[str, int] = {}
+        self.records: dict[int, Record] = {}  # pull requests, comments, check runs, runs...
         self.requests, self.violations = list[Record](), list[Record]()
         self.response_problems: list[str] = []
         self._ids, self._secret = itertools.count(1_000_001), secrets.token_bytes(16)
@@ -158,7 +142,6 @@ class FakeState:
         self.user_id(self.bot_login)
 
     def add(self, kind: str, **fields: Any) -> Record:
-        """A new record of ``kind`` with a fresh ``id`` and ``created_at``."""
         made = Record(id=next(self._ids), kind=kind, created_at=now(), **fields)
         self.records[made.id] = made
         return made
@@ -170,7 +153,6 @@ class FakeState:
 
     @property
     def bot_login(self) -> str:
-        """The App's user, the author of all the bot writes (``attune[bot]``)."""
         return f"{self.app_slug}[bot]"
 
     def issue_token(self) -> tuple[str, datetime]:
@@ -187,9 +169,7 @@ class FakeState:
         return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()[:32]
 
     def user_id(self, login: str) -> int:
-        """The id of user ``login``, who exists from the first mention on."""
-        with self.lock:
-            return self.users.setdefault(login.lower(), len(self.users) + 1)
+        return self.users.setdefault(login.lower(), len(self.users) + 1)
 
     def create_repo(self, owner: str, name: str, files: dict[str, str] | None = None) -> Record:
         """A public repository whose ``main`` holds one commit of ``files``."""
@@ -203,6 +183,7 @@ class FakeState:
         repo = Record(id=next(self._ids), owner=owner, name=name, full_name=f"{owner}/{name}")
         repo.default_branch, repo.fork_of, repo.created_at = default, fork, now()
         repo.branches, repo.roles, repo.labels, repo.next_number = {}, {}, {}, 1
+        repo.refs = f"refs/namespaces/{owner}/refs/namespaces/{name}/refs/heads/"  # a git namespace
         self.repos[repo.full_name.lower()] = repo
         for branch, sha in branches.items():
             self.move_branch(repo, branch, sha)
@@ -241,11 +222,10 @@ class FakeState:
     def head(self, branch: str, repo: Name = None) -> str:
         return str(self.repo(repo).branches[branch])
 
-    def get_commit(self, sha: str) -> Commit:
+    def get_commit(self, sha: str) -> Record:
         return self.git.commit(sha)
 
     def files_at(self, ref: str, repo: Name = None) -> dict[str, str]:
-        """The files at a branch or commit."""
         sha = self.resolve(ref, repo)
         if sha is None:
             raise KeyError(f"unknown ref {ref!r}")
@@ -265,18 +245,17 @@ class FakeState:
             self.user_id(author)
             made = self.git.write((target.branches[branch],), message, author, files)
             self.move_branch(target, branch, made.sha)
-            return made.sha
+            return str(made.sha)
 
     def move_branch(self, target: Record, branch: str, sha: str) -> None:
         """Point ``branch`` at ``sha``, as a push does; open pull requests from it follow."""
         with self.lock:
-            self.git.set_branch(target.full_name, branch, sha)
+            self.git.run("update-ref", target.refs + branch, sha)
             target.branches[branch] = sha
             for pr in self.find("pull", state="open", head_repo=target.full_name, head=branch):
                 pr.head_sha, pr.updated_at = sha, now()
 
     def create_branch(self, name: str, repo: Name = None) -> str:
-        """Branch ``name`` at the default branch's head."""
         target = self.repo(repo)
         self.move_branch(target, name, target.branches[target.default_branch])
         return str(target.branches[name])
@@ -316,7 +295,7 @@ class FakeState:
         """The base commit a pull request is compared with (frozen once merged)."""
         return str(pr.merged_base or self.repo(pr.repo).branches.get(pr.base) or pr.head_sha)
 
-    def pull_files(self, pr: Record) -> list[FileChange]:
+    def pull_files(self, pr: Record) -> list[Record]:
         """The head against its merge base with the base, as GitHub diffs a pull request."""
         return self.git.diff(self.git.merge_base(pr.head_sha, self.pull_base_sha(pr)), pr.head_sha)
 
@@ -334,22 +313,20 @@ class FakeState:
             if tree is None:
                 raise ValueError(f"pull request #{pr.number} does not merge")
             parents = (base, pr.head_sha) if method == "merge" else (base,)
-            made = self.git.write(parents, message, by, tree=tree)
+            made = self.git.write(parents, message, by, tree)
             self.move_branch(target, pr.base, made.sha)
             pr.state, pr.merged, pr.merged_at, pr.merged_by = "closed", True, now(), by
             pr.closed_at, pr.merged_base, pr.merge_commit_sha = pr.merged_at, base, made.sha
-            return made.sha
+            return str(made.sha)
 
     def label(self, target: Record, name: str) -> tuple[str, int]:
         """The repository's label ``name`` (any case) as ``(name, id)``, made on first use."""
-        with self.lock:
-            made: tuple[str, int] = target.labels.setdefault(name.lower(), (name, next(self._ids)))
-            return made
+        made: tuple[str, int] = target.labels.setdefault(name.lower(), (name, next(self._ids)))
+        return made
 
     def add_comment(
         self, number: int, body: str, user: str = "octocat", repo: Name = None
     ) -> Record:
-        """A comment by ``user`` on pull request ``number``."""
         self.user_id(user)
         pr = self.pull(number, repo)
         made = self.add("comment", repo=pr.repo, issue_number=number, body=body, user=user)
@@ -370,7 +347,6 @@ class FakeState:
         return self.find("check run", repo=self.repo(repo).full_name, head_sha=sha)
 
     def add_check_run(self, repo: str, name: str, head_sha: str, **fields: Any) -> Record:
-        """A queued check run; ``fields`` overrides."""
         made = {"status": "queued", "check_suite_id": 0, "started_at": now(), "completed_at": None}
         made |= dict.fromkeys(("conclusion", "title", "summary", "text")) | fields
         return self.add("check run", repo=repo, name=name, head_sha=head_sha, **made)
@@ -440,9 +416,8 @@ class FakeState:
         return run
 
     def complete_run(
-        self, run_id: int, conclusion: str = "success", artifacts: Files = None
+        self, run_id: int, conclusion: str = "success", artifacts: Zips = None
     ) -> Record:
-        """Finish a run with ``conclusion``, uploading ``artifacts``."""
         run = self.records[run_id]
         run.status, run.conclusion, run.updated_at = "completed", conclusion, now()
         run.run_started_at = run.run_started_at or run.updated_at
@@ -494,8 +469,7 @@ class FakeState:
         count = sum(pr.state == "open" for pr in self.pulls(repo.full_name))
         body.update(owner=self.user_json(repo.owner), open_issues_count=count, open_issues=count)
         body.update(fork=repo.fork_of is not None, language=None, updated_at=body["created_at"])
-        body["pushed_at"], allowed = body["created_at"], ("push", "triage", "pull")
-        body["permissions"] = {key: key in allowed for key in ("admin", "maintain", *allowed)}
+        body["pushed_at"], body["permissions"] = body["created_at"], REPO_PERMISSIONS
         for key in ("organization", "template_repository", "parent", "source"):
             del body[key]
         if repo.fork_of is not None:
@@ -525,8 +499,7 @@ class FakeState:
         ids["aa218f56b14c9653891f9e74264a383fa43fefbd"] = repo.branches[branch]
         return self.example("git-ref", ids=ids, node_id=node_id("Ref", ident))
 
-    def git_commit_json(self, repo: Record, commit: Commit) -> Any:
-        """A git commit object (the ``commit`` of a file commit)."""
+    def git_commit_json(self, repo: Record, commit: Record) -> Any:
         ids = {_EXAMPLE_REPO: repo.full_name}
         ids["18a43cd8e1e3a79c786e3d808a73d23b6d212b16"] = commit.sha
         ids["9a21f8e2018f42ffcf369b24d2cd20bc25c9e66f"] = commit.tree
@@ -534,16 +507,14 @@ class FakeState:
         body["message"] = commit.message
         who = {"date": iso(commit.date), "name": commit.author, "email": self.email(commit.author)}
         body.update(author=who, committer=who, node_id=node_id("Commit", int(commit.sha[:7], 16)))
-        api, html = self.api(repo.full_name), f"{self.url}/{repo.full_name}"
-        parents = [{"sha": sha, "url": f"{api}/git/commits/{sha}"} for sha in commit.parents]
-        return body | {
-            "parents": [p | {"html_url": f"{html}/git/commit/{p['sha']}"} for p in parents]
-        }
+        api, html = self.api(repo.full_name), f"{self.url}/{repo.full_name}/git/commit"
+        parents = [{"sha": p, "url": f"{api}/git/commits/{p}"} for p in commit.parents]
+        return body | {"parents": [p | {"html_url": f"{html}/{p['sha']}"} for p in parents]}
 
     def email(self, login: str) -> str:
         return f"{self.user_id(login)}+{login}@users.noreply.github.com"
 
-    def commit_json(self, repo: Record, commit: Commit) -> Any:
+    def commit_json(self, repo: Record, commit: Record) -> Any:
         """GET commits/{ref}: the commit with its changes against its first parent."""
         git, api = self.git_commit_json(repo, commit), f"{self.api(repo.full_name)}/commits/"
         changes = self.git.diff(commit.parents[0] if commit.parents else None, commit.sha)
@@ -571,7 +542,7 @@ class FakeState:
         lines = re.findall(".{1,60}", base64.b64encode(data).decode())
         return body | {"content": "".join(f"{line}\n" for line in lines)}
 
-    def diff_json(self, repo: Record, change: FileChange, head_sha: str) -> Any:
+    def diff_json(self, repo: Record, change: Record, head_sha: str) -> Any:
         ids = {_EXAMPLE_REPO: repo.full_name, "file1.txt": quoted(change.filename)}
         ids["6dcb09b5b57875f334f61aebed695e2e4193db5e"] = head_sha
         body = self.example("diff-entry-items", 0, of=change, ids=ids)
@@ -591,7 +562,6 @@ class FakeState:
         return "COLLABORATOR" if role in ("admin", "maintain", "write") else "NONE"
 
     def end_json(self, repo: Record, branch: str, sha: str) -> Any:
-        """The head or the base of a pull request."""
         body = {"label": f"{repo.owner}:{branch}", "ref": branch, "sha": sha}
         body["user"] = self.user_json(repo.owner)
         return body | {"repo": self.repo_as(repo, "pull-request", "head", "repo")}
@@ -624,9 +594,8 @@ class FakeState:
     def comment_json(self, comment: Record) -> Any:
         repo, ident = self.repo(comment.repo), str(comment.id)
         ids = {_EXAMPLE_REPO: comment.repo, "1347": str(comment.issue_number), "1": ident}
+        ids["issues/1347#issuecomment-1"] = f"pull/{comment.issue_number}#issuecomment-{ident}"
         body = self.example("issue-comment", of=comment, ids=ids, node="IssueComment")
-        body["html_url"] = f"{self.url}/{repo.full_name}/pull/{comment.issue_number}"
-        body["html_url"] += f"#issuecomment-{ident}"
         body["author_association"] = self.association(repo, comment.user)
         body["user"] = self.user_json(comment.user)
         found = [r.content for r in self.reactions(comment.id)]
@@ -634,23 +603,26 @@ class FakeState:
         rollup = {"url": f"{body['url']}/reactions", "total_count": len(found)}
         return body | {"reactions": rollup | {kind: found.count(kind) for kind in kinds}}
 
-    def pull_ref_json(self, pr: Record) -> Any:
-        """The minimal pull request of check runs and workflow runs."""
-        ends = [(pr.head_repo, pr.head, pr.head_sha), (pr.repo, pr.base, self.pull_base_sha(pr))]
-        body = {"url": f"{self.api(pr.repo)}/pulls/{pr.number}", "id": pr.id, "number": pr.number}
-        for key, (full_name, branch, sha) in zip(("head", "base"), ends, strict=True):
-            target = self.repo(full_name)
-            repo = {"id": target.id, "url": self.api(full_name), "name": target.name}
-            body[key] = {"ref": branch, "sha": sha, "repo": repo}
-        return body
+    def pull_refs(self, repo: str, **match: Any) -> list[Any]:
+        """The open pull requests (not from forks) ``match`` picks, as check and workflow runs
+        show them."""
+        found = []
+        for pr in self.find("pull", repo=repo, state="open", fork=False, **match):
+            ends = [(pr.head_repo, pr.head, pr.head_sha), (repo, pr.base, self.pull_base_sha(pr))]
+            body = {"url": f"{self.api(repo)}/pulls/{pr.number}", "id": pr.id, "number": pr.number}
+            for key, (full_name, branch, sha) in zip(("head", "base"), ends, strict=True):
+                target = self.repo(full_name)
+                where = {"id": target.id, "url": self.api(full_name), "name": target.name}
+                body[key] = {"ref": branch, "sha": sha, "repo": where}
+            found.append(body)
+        return found
 
     def check_run_json(self, run: Record) -> Any:
-        pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
         ids = {"github/hello-world": run.repo, "4": str(run.id)}
         body = self.example("check-run", of=run, ids=ids, node="CheckRun")
         body.update(details_url=body["html_url"], app=self.app_json(run.check_suite_id != 0))
         body.update(check_suite={"id": run.check_suite_id or run.id})
-        body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head_sha == run.head_sha]
+        body["pull_requests"] = self.pull_refs(run.repo, head_sha=run.head_sha)
         output = {"title": run.title, "summary": run.summary, "text": run.text}
         return body | {"output": body["output"] | output | {"annotations_count": 0}}
 
@@ -665,11 +637,10 @@ class FakeState:
 
     def run_json(self, run: Record) -> Any:
         commit, actor = self.get_commit(run.head_sha), self.user_json(run.actor)
-        pulls = [p for p in self.pulls(run.repo) if p.state == "open" and not p.fork]
         ids = {"octo-org/octo-repo": run.repo, "30433642": str(run.id)}
         ids |= {"159038": str(run.workflow_id), "414944374": str(run.check_suite_id)}
         body = self.example("workflow-run", of=run, ids=ids, node="WorkflowRun", actor=actor)
-        body["pull_requests"] = [self.pull_ref_json(p) for p in pulls if p.head == run.head_branch]
+        body["pull_requests"] = self.pull_refs(run.repo, head=run.head_branch)
         body.update(referenced_workflows=[], previous_attempt_url=None, triggering_actor=actor)
         body["check_suite_node_id"] = node_id("CheckSuite", run.check_suite_id)
         body["run_started_at"] = iso(run.run_started_at or run.created_at)
@@ -684,9 +655,8 @@ class FakeState:
         run, repo = self.run(artifact.run_id), self.repo(artifact.repo)
         ids = {"octo-org/octo-docs": artifact.repo, "11": str(artifact.id)}
         body = self.example("artifact-paginated", "artifacts", 0, of=artifact, ids=ids)
-        body["node_id"] = node_id("Artifact", artifact.id)
+        body.update(node_id=node_id("Artifact", artifact.id), updated_at=iso(artifact.created_at))
         body.update(expired=False, size_in_bytes=sum(map(len, artifact.files.values())))
-        body.update(updated_at=iso(artifact.created_at))
         body["expires_at"] = iso(artifact.created_at + timedelta(days=90))
         body["digest"] = "sha256:" + hashlib.sha256(artifact_zip(artifact)).hexdigest()
         origin = {"id": run.id, "repository_id": repo.id, "head_repository_id": repo.id}

@@ -1,10 +1,6 @@
 """Webhook deliveries as GitHub sends them: a recorded delivery (the fixtures' ``webhooks/``)
 relinked to the fake, its repository, sender, installation and subject filled in with the bodies
-the REST API answers with::
-
-    payload = fake.webhooks.issue_comment(pr_number, "alice", "/attune tune")
-    response = fake.webhooks.deliver(url, "issue_comment", payload, secret)
-"""
+the REST API answers with (``fake.webhooks.issue_comment(...)``), signed and POSTed."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ def sign(body: bytes, secret: str) -> str:
 
 
 def deliver(url: str, event: str, payload: Any, secret: str, **options: Any) -> httpx.Response:
-    """POST ``payload`` to ``url`` as GitHub delivers ``event``. Options: ``client`` (any httpx
-    client; a Starlette ``TestClient`` too, ``url`` then a path) and extra ``headers``."""
+    """POST ``payload`` as GitHub delivers ``event``; options: ``client``, extra ``headers``."""
     body = json.dumps(payload).encode()
     sha1 = "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest()
     sent = {"X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4())}
@@ -60,8 +55,7 @@ class Webhooks:
         self.fake = fake
 
     def _payload(self, name: str, repo: str, sender: str, ids: dict[str, str]) -> Any:
-        """The recording ``name`` relinked (its repository and ``ids``), with the fake's
-        repository, sender and installation."""
+        """The recording ``name`` relinked, with the fake's repository, sender, installation."""
         original, text = recorded(self.fake.fixtures / "webhooks" / name, self.fake.url)
         payload = relink(text, {original: repo} | ids)
         payload.pop("organization", None)  # the fake's owners are users
@@ -74,40 +68,36 @@ class Webhooks:
 
     def issue_comment(self, number: int, user: str, body: str, action: str = "created") -> Any:
         """``issue_comment`` on pull request ``number`` (the comment is made first)."""
-        with self.fake.lock:
-            pr, comment = self.fake.pull(number), self.fake.add_comment(number, body, user)
-            ids = {"2": str(number), "222": str(comment.id)}
-            payload = self._payload("issue_comment.created.pull_request.json", pr.repo, user, ids)
-            pull = self.fake.pull_json(pr)
-            issue = {k: v for k, v in pull.items() if k not in ("id", "node_id", "url")}
-            payload.update(action=action, issue=fit(payload["issue"], issue))
-            payload["issue"]["pull_request"]["merged_at"] = pull["merged_at"]
-            payload["comment"] = fit(payload["comment"], self.fake.comment_json(comment))
-            return payload
+        pr, comment = self.fake.pull(number), self.fake.add_comment(number, body, user)
+        ids = {"2": str(number), "222": str(comment.id)}
+        payload = self._payload("issue_comment.created.pull_request.json", pr.repo, user, ids)
+        pull = self.fake.pull_json(pr)
+        issue = {k: v for k, v in pull.items() if k not in ("id", "node_id", "url")}
+        payload.update(action=action, issue=fit(payload["issue"], issue))
+        payload["issue"]["pull_request"]["merged_at"] = pull["merged_at"]
+        payload["comment"] = fit(payload["comment"], self.fake.comment_json(comment))
+        return payload
 
     def pull_request(self, action: str, number: int) -> Any:
         """``pull_request`` ``action`` (from the recording of that action, else ``opened``)."""
-        with self.fake.lock:
-            pr, name = self.fake.pull(number), f"pull_request.{action}.json"
-            if not (self.fake.fixtures / "webhooks" / name).exists():
-                name = "pull_request.opened.json"
-            payload = self._payload(name, pr.repo, pr.user, {"2": str(number)})
-            pull = fit(payload["pull_request"], self.fake.pull_json(pr))
-            return payload | {"action": action, "number": number, "pull_request": pull}
+        pr, name = self.fake.pull(number), f"pull_request.{action}.json"
+        if not (self.fake.fixtures / "webhooks" / name).exists():
+            name = "pull_request.opened.json"
+        payload = self._payload(name, pr.repo, pr.user, {"2": str(number)})
+        pull = fit(payload["pull_request"], self.fake.pull_json(pr))
+        return payload | {"action": action, "number": number, "pull_request": pull}
 
     def workflow_run_completed(self, run_id: int) -> Any:
         """``workflow_run`` ``completed`` (complete the run first with ``complete_run``)."""
-        with self.fake.lock:
-            run = self.fake.run(run_id)
-            payload = self._payload("workflow_run.completed.json", run.repo, run.actor, {})
-            payload["workflow_run"] = fit(payload["workflow_run"], self.fake.run_json(run))
-            workflow = next(w for w in self.fake.workflows(run.repo) if w.id == run.workflow_id)
-            payload["workflow"] = fit(payload["workflow"], self.fake.workflow_json(workflow))
-            return payload
+        run = self.fake.run(run_id)
+        payload = self._payload("workflow_run.completed.json", run.repo, run.actor, {})
+        payload["workflow_run"] = fit(payload["workflow_run"], self.fake.run_json(run))
+        workflow = next(w for w in self.fake.workflows(run.repo) if w.id == run.workflow_id)
+        payload["workflow"] = fit(payload["workflow"], self.fake.workflow_json(workflow))
+        return payload
 
     def deliver(self, url: str, event: str, payload: Any, secret: str, **options: Any) -> Any:
-        """``deliver`` as an App's hook; option ``delivery`` fixes ``X-GitHub-Delivery`` (a
-        redelivery reuses it)."""
+        """``deliver`` as an App's hook; option ``delivery``: a redelivery's id."""
         headers = {"X-GitHub-Hook-ID": "1", "X-GitHub-Hook-Installation-Target-Type": "integration"}
         headers["X-GitHub-Hook-Installation-Target-ID"] = str(self.fake.app_id)
         headers |= {"X-GitHub-Delivery": options.pop("delivery")} if "delivery" in options else {}
