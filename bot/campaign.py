@@ -92,12 +92,14 @@ class Campaign(CandidateSteps):
             if self._stop_if_requested():
                 return
             done = [t for t in state.role_trials("calibration") if t.finished]
-            failed = [t for t in done if t.finished and t.finished["status"] != "ok"]
+            # an interrupted run (stopped, its node lost) says nothing: another one replaces it
+            counted = [t for t in done if t.finished and not t.finished.get("interrupted")]
+            failed = [t for t in counted if t.finished and t.finished["status"] != "ok"]
             if failed:
                 error = failed[0].finished["error"] if failed[0].finished else ""
                 self.stop("baseline_failed", [f"{failed[0].trial}: {error}"])
                 raise AttuneError(f"the baseline does not run: {error}", path=params.recipe_path)
-            if len(done) >= params.calibration_runs:
+            if len(counted) >= params.calibration_runs:
                 model = noise.calibrate(state.calibration_scores)
                 self.ledger.append(
                     self.name,

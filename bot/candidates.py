@@ -95,6 +95,11 @@ class CandidateSteps(CampaignCore):
                 decision="close",
                 reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
             )
+        elif record.finished is not None and record.finished.get("interrupted"):
+            verdict.update(
+                decision="close",
+                reason=f"not measured: its run was interrupted ({_first_line(record.finished)})",
+            )
         elif record.finished is None:
             effective = self.executor.resolve(recipe)
             if self.executor.admit(trial, effective) is None:
@@ -150,3 +155,7 @@ class CandidateSteps(CampaignCore):
             self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
             self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
         self.update_campaign_comment()
+
+
+def _first_line(finished: dict[str, Any]) -> str:
+    return (str(finished.get("error") or "") or "no error recorded").strip().splitlines()[0]

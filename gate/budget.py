@@ -38,6 +38,7 @@ def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
         "device_seconds": result.device_seconds,
         "peak_memory_bytes": max((s.peak_memory_bytes for s in result.steps), default=0) or None,
         "nodes": result.nodes,
+        "interrupted": result.interrupted,
     }
 
 
@@ -77,12 +78,18 @@ def forecast_device_seconds(events: Iterable[LedgerEvent], default: float) -> fl
     return statistics.median(charges) if charges else default
 
 
+def _failed(event: LedgerEvent) -> bool:
+    """A run that failed on its own: an interrupted one (stopped, its node lost, preempted)
+    says nothing about its config."""
+    return event.payload.get("status") != "ok" and not event.payload.get("interrupted", False)
+
+
 def failed_fingerprints(events: Iterable[LedgerEvent]) -> set[str]:
-    """Effective-config fingerprints of finished trials whose status is not ok."""
+    """Effective-config fingerprints of finished trials that failed (not interrupted)."""
     return {
         str(e.payload["fingerprint"])
         for e in _finished(events)
-        if e.payload.get("status") != "ok" and "fingerprint" in e.payload
+        if _failed(e) and "fingerprint" in e.payload
     }
 
 
@@ -104,9 +111,7 @@ def check_launch(
     """
     events = list(events)
     failed = [
-        e
-        for e in _finished(events)
-        if e.payload.get("fingerprint") == fingerprint and e.payload.get("status") != "ok"
+        e for e in _finished(events) if e.payload.get("fingerprint") == fingerprint and _failed(e)
     ]
     if failed:
         last = failed[-1]

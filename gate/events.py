@@ -217,6 +217,8 @@ class TrialFinished(Event):
     """The largest peak memory its step records report (GPU frameworks: per device)."""
     nodes: list[str] | None = None
     """The machines that ran it, when the backend knows (Slurm's node names)."""
+    interrupted: bool = False
+    """Ended by something other than the recipe: charged, but no verdict on the recipe."""
 
 
 class TrialAbandoned(Event):

@@ -233,6 +233,8 @@ class TrialResult(BaseModel):
     profile: ProfileBreakdown | None = None
     nodes: list[str] | None = None
     """The machines that ran it, when the backend knows (a cluster's node names)."""
+    interrupted: bool = False
+    """Ended by something other than the recipe (stop, shutdown, a lost node, preemption)."""
     trial: str | None = None
     """The trial id a dispatched bench run was given (``attune bench --trial``), echoed back."""
     sha: str | None = None

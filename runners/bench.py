@@ -192,6 +192,7 @@ def collect(launch: Launch, outcome: RunOutcome) -> TrialResult:
         log_path=outcome.log_path,
         profile=breakdown,
         nodes=outcome.nodes,
+        interrupted=outcome.interrupted,
     )
 
 

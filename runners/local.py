@@ -59,6 +59,9 @@ class RunOutcome(BaseModel):
     failure: str | None = None
     """The backend's account of an end the launch did not choose (cancelled, a node failure,
     preemption): the trial's error, before the log's tail."""
+    interrupted: bool = False
+    """Ended by something other than the recipe (a stop request, a shutdown, a lost node,
+    preemption): a failed run that says nothing about the recipe."""
 
 
 class Backend(Protocol):

@@ -45,7 +45,13 @@ class _Events:
         return self
 
     def trial(
-        self, seconds: float, *, status: str = "ok", devices: int = 1, fingerprint: str = "fp"
+        self,
+        seconds: float,
+        *,
+        status: str = "ok",
+        devices: int = 1,
+        fingerprint: str = "fp",
+        interrupted: bool = False,
     ) -> _Events:
         return self.add(
             "trial_finished",
@@ -56,6 +62,7 @@ class _Events:
                 "released_at": T0 + seconds,
                 "devices": devices,
                 "device_seconds": seconds * devices,
+                "interrupted": interrupted,
             },
         )
 
@@ -119,6 +126,19 @@ def test_exact_rerun_of_a_failed_config_is_refused_even_with_budget_left() -> No
         log.events, budget_device_seconds=1e9, fingerprint="good", forecast_device_seconds=10
     )
     assert rerun_of_ok is None
+
+
+def test_an_interrupted_run_is_charged_but_says_nothing_about_its_config() -> None:
+    """A run stopped on request, or whose node was lost, failed through no fault of its
+    config: it is charged, and the same config may run again."""
+    log = _Events().trial(10, status="failed", fingerprint="base", interrupted=True)
+    assert spent_device_seconds(log.events) == 10 and failed_fingerprints(log.events) == set()
+    assert (
+        check_launch(
+            log.events, budget_device_seconds=1e9, fingerprint="base", forecast_device_seconds=10
+        )
+        is None
+    )
 
 
 def test_failed_rerun_is_reported_before_budget() -> None:

@@ -359,22 +359,27 @@ def test_settings_and_tokens(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("state", "reason", "status", "error"),
+    ("state", "reason", "status", "interrupted", "error"),
     [
-        ("COMPLETED", None, "failed", "exited 0 after 0 of 4 steps"),
-        ("FAILED", None, "failed", "exit status 3"),
-        ("TIMEOUT", None, "timeout", "wall-clock limit"),
-        ("CANCELLED", "timeout", "timeout", "wall-clock limit"),
-        ("CANCELLED", "hang", "hang", "no output for too long"),
-        ("CANCELLED", "stop", "failed", "CANCELLED on n1: cancelled by attune (stop)"),
-        ("CANCELLED", None, "failed", "Slurm job 9 CANCELLED on n1"),
-        ("NODE_FAIL", None, "failed", "Slurm job 9 NODE_FAIL (NodeDown) on n1"),
-        ("PREEMPTED", None, "failed", "Slurm job 9 PREEMPTED on n1"),
-        ("OUT_OF_MEMORY", None, "oom", "out of memory"),
+        ("COMPLETED", None, "failed", False, "exited 0 after 0 of 4 steps"),
+        ("FAILED", None, "failed", False, "exit status 3"),
+        ("TIMEOUT", None, "timeout", False, "wall-clock limit"),
+        ("CANCELLED", "timeout", "timeout", False, "wall-clock limit"),
+        ("CANCELLED", "hang", "hang", False, "no output for too long"),
+        ("CANCELLED", "stop", "failed", True, "CANCELLED on n1: cancelled by attune (stop)"),
+        ("CANCELLED", None, "failed", True, "Slurm job 9 CANCELLED on n1"),
+        ("NODE_FAIL", None, "failed", True, "Slurm job 9 NODE_FAIL (NodeDown) on n1"),
+        ("PREEMPTED", None, "failed", True, "Slurm job 9 PREEMPTED on n1"),
+        ("OUT_OF_MEMORY", None, "oom", False, "out of memory"),
     ],
 )
 def test_how_a_job_ends_is_how_the_trial_ends(
-    tmp_path: Path, state: str, reason: str | None, status: str, error: str
+    tmp_path: Path,
+    state: str,
+    reason: str | None,
+    status: str,
+    interrupted: bool,
+    error: str,
 ) -> None:
     handle = RunHandle(backend="slurm", pid=0, workdir=str(tmp_path), allocated_at=100.0, job_id=9)
     job = SlurmJob(
@@ -390,7 +395,7 @@ def test_how_a_job_ends_is_how_the_trial_ends(
     # charged from Slurm's own start to end, whatever the end
     assert (outcome.allocated_at, outcome.released_at, outcome.nodes) == (110.0, 135.0, ["n1"])
     got, text = classify(outcome, steps_logged=0, steps_wanted=4, nonfinite=False)
-    assert got == status and error in (text or "")
+    assert got == status and error in (text or "") and outcome.interrupted is interrupted
     never = SlurmJob(job_id=9, state="CANCELLED", end_time=120.0)  # cancelled while queued
     held = job_outcome(handle, never, "stop")
     assert held.allocated_at == held.released_at == 120.0

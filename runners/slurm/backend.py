@@ -33,6 +33,10 @@ CANCEL_FILE = "slurm-cancel.json"
 """Why attune cancelled a job (``timeout``, ``hang``, ``stop``, ``shutdown``, ``cancel``):
 written before the cancel, so a bot that dies right after still knows."""
 SUBMIT_ERROR = "slurm-submit-error.txt"
+SUBMIT_WARNINGS = "slurm-submit-warnings.txt"
+INTERRUPTED = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+"""Ends that are the cluster's doing, not the recipe's (like a cancel other than attune's own
+at the wall-clock limit or on silence): the trial is failed and charged, ``interrupted``."""
 INVALID_JOB_ID = 2017
 """ESLURM_INVALID_JOB_ID: slurmctld does not know the job (never, or no more)."""
 
@@ -65,7 +69,7 @@ class SlurmBackend:
     def start(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunHandle:
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        for stale in (STDOUT, STDERR, CANCEL_FILE, SUBMIT_ERROR):
+        for stale in (STDOUT, STDERR, CANCEL_FILE, SUBMIT_ERROR, SUBMIT_WARNINGS):
             (workdir / stale).unlink(missing_ok=True)
         exclude: list[str] = []
         handle = RunHandle(
@@ -94,7 +98,9 @@ class SlurmBackend:
                 exclude=exclude,
             )
             (workdir / "slurm-job.sh").write_text(request.script)
-            job_id = self.client.submit(request)
+            job_id, warnings = self.client.submit(request)
+            if warnings:  # queued, with Slurm's word on why it may wait (nodes down...)
+                (workdir / SUBMIT_WARNINGS).write_text("\n".join(warnings) + "\n")
         except SlurmUnreachable as exc:
             # never submitted: the trial fails, holding nothing
             (workdir / SUBMIT_ERROR).write_text(str(exc) + "\n")
@@ -213,7 +219,7 @@ def job_outcome(handle: RunHandle, job: SlurmJob, reason: str | None) -> RunOutc
         failure = f"{job.describe()}: cancelled by attune ({reason})"
     elif job.state != "TIMEOUT":
         failure = job.describe()
-    return outcome(
+    ran = outcome(
         handle,
         job,
         returncode=returncode,
@@ -221,6 +227,10 @@ def job_outcome(handle: RunHandle, job: SlurmJob, reason: str | None) -> RunOutc
         hung=job.state == "CANCELLED" and reason == "hang",
         failure=failure,
     )
+    interrupted = job.state in INTERRUPTED or (
+        job.state == "CANCELLED" and reason not in ("timeout", "hang")
+    )
+    return ran.model_copy(update={"interrupted": interrupted})
 
 
 def outcome(

@@ -123,20 +123,24 @@ class SlurmClient:
         self.release = str(release) if release else self.release
         return body if isinstance(body, dict) else {}
 
-    def submit(self, request: JobRequest) -> int:
+    def submit(self, request: JobRequest) -> tuple[int, list[str]]:
+        """The new job's id, and Slurm's warnings. A job Slurm queued with an error beside
+        its id (22.05 answers "Required node not available" with the id of a job it queued
+        while every node is down) exists: it is the submission's result, not a failure."""
         body = self._request(
             "POST",
             f"/slurm/{self.version}/job/submit",
             what=f"submit job {request.name!r}",
             json=request.body(self.version),
+            queued=True,
         )
         job_id = body.get("job_id") if isinstance(body, dict) else None
-        if not isinstance(job_id, int):
+        if not isinstance(job_id, int) or job_id <= 0:
             raise AttuneError(
                 f"POST /slurm/{self.version}/job/submit for {request.name!r}: no job_id in "
                 "slurmrestd's answer"
             )
-        return job_id
+        return job_id, [e.text() for e in parse_errors(body)]
 
     def job(self, job_id: int) -> SlurmJob:
         path = f"/slurm/{self.version}/job/{job_id}"
@@ -165,7 +169,13 @@ class SlurmClient:
     # --- transport ---
 
     def _request(
-        self, method: str, path: str, *, what: str, json: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        json: dict[str, Any] | None = None,
+        queued: bool = False,
     ) -> Any:
         """One request with retries on an unreachable server; the parsed JSON body."""
         wait = self.settings.retry_wait_s
@@ -178,7 +188,7 @@ class SlurmClient:
                 last = f"{type(exc).__name__}: {exc}"
             else:
                 if response.status_code not in RETRY_STATUS:
-                    return self._answer(response, method, path, what)
+                    return self._answer(response, method, path, what, queued=queued)
                 last = f"HTTP {response.status_code}"
             if attempt + 1 < tries:
                 time.sleep(wait)
@@ -190,13 +200,20 @@ class SlurmClient:
             )
         )
 
-    def _answer(self, response: httpx.Response, method: str, path: str, what: str) -> Any:
+    def _answer(
+        self, response: httpx.Response, method: str, path: str, what: str, *, queued: bool
+    ) -> Any:
+        """The body of a success; ``queued``: a body that names a new job is one, whatever
+        else it says."""
         try:
             body: Any = response.json()
         except ValueError:
             body = None
         errors = parse_errors(body)
         if response.status_code < 400 and not errors:
+            return body
+        job_id = body.get("job_id") if isinstance(body, dict) else None
+        if queued and response.status_code < 400 and isinstance(job_id, int) and job_id > 0:
             return body
         if errors:
             said = "; ".join(e.text() for e in errors)
