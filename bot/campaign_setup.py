@@ -47,6 +47,7 @@ def open_campaign(
     calibration_runs: int = CALIBRATION_RUNS,
     max_trials: int = MAX_TRIALS,
     origin: dict[str, Any] | None = None,
+    backend: str | None = None,
 ) -> CampaignParams:
     """Validate a request and write ``campaign_opened``; bad input raises AttuneError and
     writes nothing. ``origin`` holds GitHub mode's fields (repo, pr, head_sha, by, ...)."""
@@ -71,6 +72,7 @@ def open_campaign(
         agent=agent,
         calibration_runs=calibration_runs,
         max_trials=max_trials,
+        backend=backend,
         **(origin or {}),
     )
     ledger.append(name, "campaign_opened", params.model_dump(exclude_none=True))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.errors import AttuneError
+from runners.backends import BACKENDS
 from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
 
 log = logging.getLogger("attune")
@@ -46,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     tune.add_argument("--max-trials", type=int, default=20, help="candidates at most")
     tune.add_argument("--calibration-runs", type=int, default=5, help="baseline runs (>= 5)")
+    tune.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="where trials run (default local; slurm: ATTUNE_SLURM_*)",
+    )
+
+    stop = sub.add_parser("stop", help="ask the campaign running in DIR to stop")
+    stop.add_argument("workdir", type=Path)
 
     report = sub.add_parser("report", help="rebuild a campaign's report from its ledger")
     report.add_argument("workdir", type=Path)
@@ -60,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit (s)")
     bench.add_argument("--trial", help="trial id the bot dispatched, echoed in the result")
     bench.add_argument("--sha", help="commit the recipe was read from, echoed in the result")
+    bench.add_argument("--backend", choices=BACKENDS, default="local", help="where it runs")
 
     gate = sub.add_parser("gate", help="pre-launch gate")
     gate_sub = gate.add_subparsers(dest="gate_command", required=True)
@@ -147,7 +157,12 @@ def dispatch(args: argparse.Namespace) -> int:
             warmup=args.warmup,
             max_trials=args.max_trials,
             calibration_runs=args.calibration_runs,
+            backend=args.backend,
         )
+    if args.command == "stop":
+        from bot.commands.stop import stop
+
+        return stop(args.workdir)
     if args.command == "report":
         from bot.commands.tune import report
 
@@ -165,6 +180,7 @@ def dispatch(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             trial=args.trial,
             sha=args.sha,
+            backend=args.backend,
         )
     if args.command == "gate":
         from bot.commands.gate_check import gate_check

@@ -15,6 +15,7 @@ from bot.interfaces import Role
 from bot.memory_guard import MemoryGuard
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
+from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
 from gate.postlaunch import PostLaunchReport
@@ -129,6 +130,9 @@ class LocalExecutor:
     ) -> Launch:
         """``trial_started`` first, then the launch, then its handle as ``trial_launched``."""
         self.record_started(trial, role, recipe, effective, profile=profile)
+        # calibration measures the cluster: each baseline run steers clear of the nodes the
+        # earlier ones ran on (a backend with one node, or none to choose from, ignores it)
+        avoid = self.nodes_used("calibration") if role == "calibration" else None
         launch = start_bench(
             recipe,
             steps=self.steps,
@@ -138,9 +142,21 @@ class LocalExecutor:
             timeout_s=self.timeout_s,
             effective=effective,
             backend=self.backend,
+            avoid_nodes=avoid,
         )
         self.record_launched(trial, launch)
         return launch
+
+    def nodes_used(self, role: Role) -> list[str]:
+        """The nodes the finished runs of ``role`` ran on, oldest first (from the ledger)."""
+        events = self.ledger.events(self.campaign)
+        roles = {e.payload["trial"]: e.payload["role"] for e in events if e.kind == "trial_started"}
+        return [
+            node
+            for e in events
+            if e.kind == "trial_finished" and roles.get(e.payload["trial"]) == role
+            for node in e.payload.get("nodes") or []
+        ]
 
     def trial_dir(self, trial: str) -> Path:
         """Where a trial's logs, launch handle and result live."""
@@ -185,6 +201,11 @@ class LocalExecutor:
 
     def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
         """Wait for the launch (possibly started by an earlier bot), charge it, return it."""
+        if launch.handle.backend != self.backend.name:
+            raise AttuneError(
+                f"trial {trial} was launched on the {launch.handle.backend} backend; this "
+                f"campaign runs on {self.backend.name}"
+            )
         result = collect(launch, self.backend.wait(launch.handle))
         self.record_finished(trial, result, reconciled=reconciled)
         return result

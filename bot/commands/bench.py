@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.commands.stop import sigterm_interrupts
 from bot.console import console
 from bot.render import trial_line
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
+from runners.backends import make_backend
 from runners.bench import run_bench
 
 
@@ -22,14 +24,22 @@ def bench(
     timeout_s: float,
     trial: str | None = None,
     sha: str | None = None,
+    backend: str = "local",
 ) -> int:
     """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 2 when the
     workload crashed, ran out of memory or hung (the result JSON is written in every case)."""
     recipe = load_recipe(recipe_path)
     workdir = workdir or Path("runs") / "bench" / recipe.name
-    result = run_bench(
-        recipe, steps=steps, warmup=warmup, workdir=workdir, profile=profile, timeout_s=timeout_s
-    )
+    with sigterm_interrupts():  # a shutdown cancels a cluster job instead of orphaning it
+        result = run_bench(
+            recipe,
+            steps=steps,
+            warmup=warmup,
+            workdir=workdir,
+            profile=profile,
+            timeout_s=timeout_s,
+            backend=make_backend(backend),
+        )
     result.trial, result.sha = trial, sha  # echoed: the bot adopts only what it dispatched
     out = out or workdir / "result.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ from rich.live import Live
 from rich.table import Table
 
 from bot.campaign_setup import AGENTS, build_campaign, open_campaign
-from bot.campaign_state import CampaignParams, CampaignState
+from bot.campaign_state import CampaignParams, CampaignState, fold
+from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.console import console
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
@@ -26,6 +27,7 @@ from gate.ledger import Ledger
 from gate.recipe import load_recipe
 from gate.registry import Registry
 from runners.adapters import get_adapter
+from runners.backends import make_backend
 
 
 class LiveProgress:
@@ -70,8 +72,10 @@ def open_new(
     warmup: int,
     max_trials: int,
     calibration_runs: int,
+    backend: str = "local",
 ) -> None:
-    """Create the work directory and open the campaign in its ledger."""
+    """Create the work directory and open the campaign in its ledger. A cluster backend is
+    reached first: bad settings or credentials fail here, with nothing written."""
     if recipe_path is None or budget_hours is None:
         raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
     if budget_hours <= 0:
@@ -82,6 +86,7 @@ def open_new(
     get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
     if (workdir / "ledger.db").exists():
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
+    make_backend(backend)
     workdir.mkdir(parents=True, exist_ok=True)
     with Ledger(workdir / "ledger.db") as ledger:
         open_campaign(
@@ -95,6 +100,7 @@ def open_new(
             agent=agent,
             calibration_runs=calibration_runs,
             max_trials=max_trials,
+            backend=None if backend == "local" else backend,
         )
 
 
@@ -114,7 +120,11 @@ def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None
     """Run or resume the campaign in ``workdir``; returns the report path. ``agent``
     replaces the one the campaign was opened with (for plugging in another implementation)."""
     ledger, name = open_ledger(workdir)
-    with ledger:
+    with ledger, sigterm_interrupts():
+        params = fold(name, ledger.events(name)).params
+        backend = make_backend(
+            (params.backend if params else None) or "local", should_stop=stop_requested(workdir)
+        )
 
         def local_executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
             return LocalExecutor(
@@ -125,6 +135,7 @@ def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None
                 budget_device_seconds=params.budget_device_hours * 3600,
                 steps=params.steps,
                 warmup=params.warmup,
+                backend=backend,
             )
 
         with LocalForge(workdir / "forge") as forge:
@@ -137,6 +148,7 @@ def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None
                     executor=local_executor,
                     progress=progress,
                     agent=agent,
+                    stop_requested=stop_requested(workdir),
                 )
                 state = campaign.run()
             report = write_report(ledger.events(name), workdir)
@@ -174,11 +186,12 @@ def tune(
     warmup: int,
     max_trials: int,
     calibration_runs: int,
+    backend: str | None = None,
 ) -> int:
     if resume is not None:
         if recipe_path is not None:
             raise AttuneError("--resume continues a campaign: give the directory, not a recipe")
-        run_campaign(resume)
+        resume_campaign(resume, backend)
         return 0
     if recipe_path is None:
         raise AttuneError("give a RECIPE to tune, or --resume DIR")
@@ -193,10 +206,27 @@ def tune(
         warmup=warmup,
         max_trials=max_trials,
         calibration_runs=calibration_runs,
+        backend=backend or "local",
     )
     console.print(f"campaign {workdir.name}: work directory {workdir}")
     run_campaign(workdir)
     return 0
+
+
+def resume_campaign(workdir: Path, backend: str | None) -> None:
+    """``--resume DIR``: withdraw a stop request and run on with the campaign's backend."""
+    ledger, name = open_ledger(workdir)
+    with ledger:
+        params = fold(name, ledger.events(name)).params
+        opened_on = (params.backend if params else None) or "local"
+        if backend is not None and backend != opened_on:
+            raise AttuneError(
+                f"the campaign runs on the {opened_on} backend; --backend {backend} cannot "
+                "change that",
+                path=str(workdir),
+            )
+        withdraw(ledger, name, workdir)
+    run_campaign(workdir)
 
 
 def report(workdir: Path) -> int:
