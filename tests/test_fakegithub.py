@@ -19,7 +19,6 @@ import pytest
 from github import Auth, Github, GithubException, GithubIntegration
 
 from tests.fakegithub import FakeGitHub, fixtures_dir
-from tests.fakegithub.gitstore import blob_sha
 from tests.fakegithub.webhooks import deliver, sign
 
 BENCH_WORKFLOW = """\
@@ -67,6 +66,12 @@ def gh(fake: FakeGitHub) -> Iterator[Github]:
     )
     yield client
     client.close()
+
+
+def blob_sha(text: str) -> str:
+    """Git's blob sha of ``text``, computed here independently of the fake's git."""
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def foreign_urls(value: Any, base: str) -> list[str]:

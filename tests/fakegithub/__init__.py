@@ -1,7 +1,4 @@
-"""A local GitHub for tests: a real HTTP server (server.py) the bot's PyGithub code talks to, over
-a real git repository (gitstore.py), checked against GitHub's own REST description (openapi.py);
-state.py is the Python API tests arrange and inspect it with, webhooks.py its deliveries.
-"""
+"""A local GitHub for tests, over real HTTP and a real git repository (see server.py)."""
 
 from .openapi import fixtures_dir, load_spec
 from .server import FakeGitHub

@@ -6,7 +6,6 @@ What git says about given commits never changes, so it is remembered.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -20,14 +19,7 @@ Tree = Mapping[str, str | None] | str | None
 
 
 class Record(SimpleNamespace):
-    """A commit (sha tree parents message author date files blobs), a changed file (filename
-    status sha patch additions deletions), or one of the fake's records (state.py)."""
-
-
-def blob_sha(text: str) -> str:
-    """Git's blob sha of ``text`` (UTF-8), as ``git hash-object`` computes it."""
-    data = text.encode()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    """A commit, a changed file, or one of the fake's records (state.py)."""
 
 
 class GitStore:

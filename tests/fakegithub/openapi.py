@@ -1,8 +1,7 @@
-"""GitHub's REST description (``rest-api-subset.json``, a trimmed OpenAPI 3.0 subset): the
-operations the fake routes requests to, the schemas requests and responses are checked against
-and the examples bodies start from. OpenAPI 3.0 is not JSON Schema: ``nullable: true`` becomes
-a ``null`` type (or enum member), and ``#/components/...`` references are made absolute so that
-any sub-schema resolves through one ``referencing.Registry``.
+"""GitHub's REST description (``rest-api-subset.json``, OpenAPI 3.0): the operations the fake
+routes requests to, the schemas requests and responses are checked against, the examples bodies
+start from. To JSON Schema: ``nullable: true`` becomes a ``null`` type (or enum member), and
+``#/components/...`` references absolute ones, resolved through one ``referencing.Registry``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""The fake GitHub's HTTP side: a Starlette app served by uvicorn on 127.0.0.1 in a thread.
-``with FakeGitHub() as fake:`` (or ``start()``/``stop()``) serves on ``fake.url``.
-
-A request is routed by the description (openapi.py) to the method named after its operation
-(``pulls/get``: ``pulls_get``), authenticated as a GitHub App's (the ``apps/`` operations want
-a JWT signed with ``private_key_pem``: RS256, ``iss`` = ``app_id``, ``exp`` in the future and at
-most 10 minutes after ``iat``; the others an installation token), validated, answered and logged
-in ``requests``; unknown or invalid ones also go to ``violations``, and answers off their
-schema to ``response_problems``.
+"""The fake GitHub's HTTP side: ``with FakeGitHub() as fake:`` serves a Starlette app with
+uvicorn on ``fake.url`` (127.0.0.1) in a thread. A request is routed by the description to the
+method named after its operation (``pulls/get``: ``pulls_get``), authenticated as a GitHub App's
+(``apps/`` operations want a JWT signed with ``private_key_pem``: RS256, ``iss`` = ``app_id``,
+``exp`` in the future and at most 10 minutes after ``iat``; the others an installation token),
+validated, answered and logged in ``requests``; unknown or invalid ones go to ``violations``
+too, and answers off their schema to ``response_problems``.
 """
 
 from __future__ import annotations
@@ -148,8 +146,7 @@ class FakeGitHub(FakeState):
                 self.response_problems += self.spec.validate_response(*where)
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
         media = "application/zip" if isinstance(body, bytes) else "application/json; charset=utf-8"
-        rate = {"X-RateLimit-Remaining": "4999", "X-RateLimit-Reset": str(int(time.time()) + 3600)}
-        extra |= {"X-GitHub-Request-Id": uuid.uuid4().hex[:20].upper()} | rate
+        extra["X-GitHub-Request-Id"] = uuid.uuid4().hex[:20].upper()
         return Response(content if body is not None else b"", status, extra, media)
 
     def _answer(self, method: str, path: str, query: Any, head: Any, raw: Any, route: Any) -> Any:
@@ -367,12 +364,11 @@ class FakeGitHub(FakeState):
         return 200, self.comment_json(comment)
 
     def reactions_create_for_issue_comment(self, req: Req) -> Answer:
-        comment, by = self._own("comment", req, "comment_id"), self.bot_login
-        content = req.field("content")
-        mine = [r for r in self.reactions(comment.id) if (r.content, r.user) == (content, by)]
-        made = mine[0] if mine else self.add("reaction", comment_id=comment.id, content=content)
-        made.user = by
-        body = self.example("reaction", of=made, node="Reaction", user=self.user_json(by))
+        comment, match = self._own("comment", req, "comment_id"), {"user": self.bot_login}
+        match |= {"comment_id": comment.id, "content": req.field("content")}
+        mine = self.find("reaction", **match)
+        made = mine[0] if mine else self.add("reaction", **match)
+        body = self.example("reaction", of=made, node="Reaction", user=self.user_json(made.user))
         return 200 if mine else 201, body
 
     def issues_add_labels(self, req: Req) -> Answer:
@@ -404,8 +400,7 @@ class FakeGitHub(FakeState):
         runs = self.check_runs(self._sha(req, req.params["ref"]), self._repo(req).full_name)
         runs = [r for r in runs[::-1] if req.query.get("check_name", r.name) == r.name]
         if req.query.get("filter", "latest") == "latest":  # the newest run of each name
-            latest: dict[str, Record] = {}
-            runs = [latest.setdefault(r.name, r) for r in runs if r.name not in latest]
+            runs = [r for i, r in enumerate(runs) if r.name not in {x.name for x in runs[:i]}]
         return self._page(req, [self.check_run_json(r) for r in runs], "check_runs")
 
     def actions_get_workflow(self, req: Req) -> Answer:

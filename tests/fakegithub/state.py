@@ -24,11 +24,11 @@ import json
 import re
 import secrets
 import threading
-import urllib.parse
 import zipfile
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import yaml
 
@@ -65,8 +65,7 @@ def parse_workflow(path: str, text: str) -> Record:
 
 
 def render_expression(template: str, context: dict[str, Any]) -> str:
-    """``${{ inputs.x }}`` filled from dotted names (``inputs.x``, ``github.ref_name``); an
-    unknown expression renders empty, as on GitHub."""
+    """``${{ inputs.x }}`` filled from dotted names (``inputs.x``); unknown ones render empty."""
 
     def one(match: re.Match[str]) -> str:
         value = context.get(match.group(1).replace("github.event.inputs.", "inputs."))
@@ -91,10 +90,6 @@ def node_id(kind: str, number: int) -> str:
     return base64.b64encode(f"{len(kind):02d}:{kind}{number}".encode()).decode()
 
 
-def quoted(text: str) -> str:
-    return urllib.parse.quote(text, safe="/")
-
-
 def hosted(value: Any, base: str) -> str:
     """``value`` (fixture data) as JSON text, GitHub's hosts swapped for ``base``."""
     text = re.sub(_GITHUB, f'"{base}', json.dumps(value))
@@ -102,8 +97,7 @@ def hosted(value: Any, base: str) -> str:
 
 
 def relink(text: str, ids: dict[str, str] | None = None) -> Any:
-    """The JSON ``text`` parsed, each key of ``ids`` that is a whole part of a URL or a value
-    (``octocat/Hello-World``, ``1347``) swapped for its value first."""
+    """The JSON ``text`` parsed, each key of ``ids`` swapped for its value where it is whole."""
     if ids:
         keys = "|".join(re.escape(key) for key in sorted(ids, key=len, reverse=True))
         text = re.sub(f'(?<=[/="])({keys})(?=[/.?#{{"&])', lambda hit: ids[hit.group(1)], text)
@@ -133,12 +127,12 @@ class FakeState:
     def __init__(self) -> None:
         self.lock, self.git, self.tokens = threading.RLock(), GitStore(), dict[str, datetime]()
         self.users, self.repos = dict[str, int](), dict[str, Record]()  # lower-case keys
-        self.workflow_ids: dict[str, int] = {}
         self.records: dict[int, Record] = {}  # pull requests, comments, check runs, runs...
         self.requests, self.violations = list[Record](), list[Record]()
         self.response_problems: list[str] = []
         self._ids, self._secret = itertools.count(1_000_001), secrets.token_bytes(16)
         self._hosted: dict[tuple[str | int, ...], str] = {}
+        self.bot_login = f"{self.app_slug}[bot]"  # the App's user, author of all the bot writes
         self.user_id(self.bot_login)
 
     def add(self, kind: str, **fields: Any) -> Record:
@@ -150,10 +144,6 @@ class FakeState:
         """The records of ``kind`` with these field values, oldest first."""
         wanted = {"kind": kind, **fields}.items()
         return [r for r in list(self.records.values()) if wanted <= vars(r).items()]
-
-    @property
-    def bot_login(self) -> str:
-        return f"{self.app_slug}[bot]"
 
     def issue_token(self) -> tuple[str, datetime]:
         """A new installation token and its expiry (tests may skip the JWT exchange)."""
@@ -226,10 +216,7 @@ class FakeState:
         return self.git.commit(sha)
 
     def files_at(self, ref: str, repo: Name = None) -> dict[str, str]:
-        sha = self.resolve(ref, repo)
-        if sha is None:
-            raise KeyError(f"unknown ref {ref!r}")
-        return dict(self.git.commit(sha).files)
+        return dict(self.git.commit(self.resolve(ref, repo) or ref).files)
 
     def commit(
         self,
@@ -271,8 +258,7 @@ class FakeState:
         repo: Name = None,
         head_repo: Name = None,
     ) -> int:
-        """A pull request from branch ``head`` into ``base``; the branch is ``head_repo``'s,
-        else (``fork``) ``user``'s fork's, else the repository's."""
+        """A pull request from branch ``head`` of ``head_repo`` (``fork``: of ``user``'s fork)."""
         with self.lock:
             target = self.repo(repo)
             source = self.repo(head_repo or (f"{user}/{target.name}" if fork else repo))
@@ -304,8 +290,7 @@ class FakeState:
         return pr.state == "open" and bool(base and self.git.merge_tree(base, pr.head_sha))
 
     def merge_pull(self, pr: Record, method: str, message: str, by: str) -> str:
-        """Merge ``pr`` (``merge``: a commit of two parents; ``squash``, ``rebase``: of one)
-        with git's three-way merge; the new base head."""
+        """Merge ``pr`` with git's three-way merge (``merge``: two parents); the new base head."""
         with self.lock:
             target = self.repo(pr.repo)
             base = target.branches[pr.base]
@@ -341,9 +326,8 @@ class FakeState:
 
     def check_runs(self, sha_or_number: str | int, repo: Name = None) -> list[Record]:
         """The check runs on a commit, or on a pull request's head (an ``int``)."""
-        sha = sha_or_number
-        if isinstance(sha, int):
-            sha = self.pull(sha, repo).head_sha
+        number = isinstance(sha_or_number, int)
+        sha = self.pull(int(sha_or_number), repo).head_sha if number else sha_or_number
         return self.find("check run", repo=self.repo(repo).full_name, head_sha=sha)
 
     def add_check_run(self, repo: str, name: str, head_sha: str, **fields: Any) -> Record:
@@ -355,10 +339,10 @@ class FakeState:
         """The ``.github/workflows/*.yml`` (or ``.yaml``) files of the default branch."""
         target, found = self.repo(repo), []
         for path, text in sorted(self.files_at(target.default_branch, repo).items()):
-            if re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", path):
-                key = f"{target.full_name}/{path}".lower()
-                ident = self.workflow_ids.setdefault(key, 2_000_001 + len(self.workflow_ids))
-                made = Record(id=ident, repo=target.full_name, path=path, file_name=path[18:])
+            if match := re.fullmatch(r"\.github/workflows/([^/]+\.ya?ml)", path):
+                key = f"{target.full_name}/{path}".lower().encode()
+                ident = int(hashlib.sha1(key).hexdigest()[:7], 16)  # stable, as GitHub's are
+                made = Record(id=ident, repo=target.full_name, path=path, file_name=match[1])
                 found.append(Record(**vars(made), **vars(parse_workflow(path, text))))
         return found
 
@@ -427,16 +411,14 @@ class FakeState:
         return run
 
     def job_check_run(self, run_id: int, name: str, conclusion: str, summary: str = "") -> Record:
-        """A completed check run of a job of run ``run_id``, as GitHub Actions posts one: by
-        app ``github-actions``, in the run's check suite, on its head commit."""
+        """A job's completed check run, as GitHub Actions posts one (its app, the run's suite)."""
         run = self.records[run_id]
         done = {"status": "completed", "conclusion": conclusion, "completed_at": now()}
         fields = done | {"title": name, "summary": summary, "check_suite_id": run.check_suite_id}
         return self.add_check_run(run.repo, name, run.head_sha, **fields)
 
     def example(self, name: str, /, *steps: str | int, of: Any = None, **fields: Any) -> Any:
-        """Example ``name`` (at ``steps``) relinked with the ``ids`` field, with the same-named
-        fields of record ``of`` (and its node id, of kind ``node``), then the other ``fields``."""
+        """Example ``name`` relinked (``ids``), then ``of``'s same-named fields and ``fields``."""
         if (name, *steps) not in self._hosted:
             value = self.spec.examples[name]["value"]
             for step in steps:
@@ -455,7 +437,7 @@ class FakeState:
 
     def user_json(self, login: str) -> Any:
         ident, kind = self.user_id(login), "Bot" if login.endswith("[bot]") else "User"
-        ids = {"octocat": urllib.parse.quote(login, safe="")}
+        ids = {"octocat": quote(login, safe="")}
         body = self.example("pull-request", "user", ids=ids, login=login, id=ident, type=kind)
         body.update(node_id=node_id(kind, ident), avatar_url=f"{self.url}/avatars/u/{ident}?v=4")
         if kind == "Bot":
@@ -530,7 +512,7 @@ class FakeState:
 
     def content_json(self, repo: Record, path: str, ref: str, sha: str, text: str | None) -> Any:
         """A file (``text``) or a folder entry (``text=None``) of the contents API."""
-        ids = {"octokit/octokit.rb": repo.full_name, "README.md": quoted(path), "master": ref}
+        ids = {"octokit/octokit.rb": repo.full_name, "README.md": quote(path), "master": ref}
         ids |= {"3d21ec53a331a6f037a91c368710b99387d012c1": sha}
         ids |= {} if text is not None else {"blob": "tree", "blobs": "trees"}
         body = self.example("content-file-response-if-content-is-a-file", ids=ids, path=path)
@@ -543,14 +525,14 @@ class FakeState:
         return body | {"content": "".join(f"{line}\n" for line in lines)}
 
     def diff_json(self, repo: Record, change: Record, head_sha: str) -> Any:
-        ids = {_EXAMPLE_REPO: repo.full_name, "file1.txt": quoted(change.filename)}
+        ids = {_EXAMPLE_REPO: repo.full_name, "file1.txt": quote(change.filename)}
         ids["6dcb09b5b57875f334f61aebed695e2e4193db5e"] = head_sha
         body = self.example("diff-entry-items", 0, of=change, ids=ids)
         return body | {"changes": change.additions + change.deletions}
 
     def label_json(self, repo: Record, name: str) -> Any:
         name, ident = self.label(repo, name)
-        url = f"{self.api(repo.full_name)}/labels/{urllib.parse.quote(name, safe='')}"
+        url = f"{self.api(repo.full_name)}/labels/{quote(name, safe='')}"
         body = {"id": ident, "node_id": node_id("Label", ident), "url": url, "name": name}
         color = hashlib.sha1(name.encode()).hexdigest()[:6]
         return body | {"color": color, "default": False, "description": ""}
@@ -604,8 +586,7 @@ class FakeState:
         return body | {"reactions": rollup | {kind: found.count(kind) for kind in kinds}}
 
     def pull_refs(self, repo: str, **match: Any) -> list[Any]:
-        """The open pull requests (not from forks) ``match`` picks, as check and workflow runs
-        show them."""
+        """Open pull requests (not from forks), as check runs and workflow runs show them."""
         found = []
         for pr in self.find("pull", repo=repo, state="open", fork=False, **match):
             ends = [(pr.head_repo, pr.head, pr.head_sha), (repo, pr.base, self.pull_base_sha(pr))]
@@ -633,7 +614,7 @@ class FakeState:
         body |= {"name": workflow.name, "path": workflow.path, "created_at": created}
         body |= {"updated_at": created, "url": f"{api}/actions/workflows/{workflow.id}"}
         body["html_url"] = f"{html}/blob/HEAD/{workflow.path}"
-        return body | {"badge_url": f"{html}/workflows/{quoted(workflow.name)}/badge.svg"}
+        return body | {"badge_url": f"{html}/workflows/{quote(workflow.name)}/badge.svg"}
 
     def run_json(self, run: Record) -> Any:
         commit, actor = self.get_commit(run.head_sha), self.user_json(run.actor)

@@ -1,6 +1,5 @@
-"""Webhook deliveries as GitHub sends them: a recorded delivery (the fixtures' ``webhooks/``)
-relinked to the fake, its repository, sender, installation and subject filled in with the bodies
-the REST API answers with (``fake.webhooks.issue_comment(...)``), signed and POSTed."""
+"""Webhook deliveries: a recorded one (the fixtures' ``webhooks/``) relinked to the fake, with its
+repository, sender, installation and subject as the REST API shows them; signed and POSTed."""
 
 from __future__ import annotations
 
@@ -40,11 +39,9 @@ def deliver(url: str, event: str, payload: Any, secret: str, **options: Any) -> 
     sent |= {"X-Hub-Signature": sha1, "X-Hub-Signature-256": sign(body, secret)}
     sent |= {"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/7b3d2f1"}
     sent |= options.get("headers") or {}
-    client = options.get("client")
-    if client is None:
-        with httpx.Client(timeout=30) as fresh:
-            return fresh.post(url, content=body, headers=sent)
-    response: httpx.Response = client.post(url, content=body, headers=sent)
+    with httpx.Client(timeout=30) as fresh:
+        client = options.get("client") or fresh
+        response: httpx.Response = client.post(url, content=body, headers=sent)
     return response
 
 
