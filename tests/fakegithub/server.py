@@ -251,8 +251,9 @@ class FakeGitHub(FakeState):
     def git_create_ref(self, req: Req) -> Answer:
         repo, ref, sha = self._repo(req), req.field("ref", ""), req.field("sha", "")
         branch = ref.removeprefix("refs/heads/")
-        if branch == ref or branch in repo.branches or not self.git.exists(sha):
-            message = "Reference already exists" if branch in repo.branches else f"Bad ref {ref}"
+        taken = branch in repo.branches
+        if branch == ref or taken or not self.git.exists(sha):
+            message = "Reference already exists" if taken else "Object does not exist"
             raise ApiError(422, message, violation=branch == ref and "not a branch")
         self.move_branch(repo, branch, sha)
         return 201, self.ref_json(repo, branch)

@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 
 
 @cache
-def recorded(path: Path, base: str) -> tuple[str, str]:
-    """A recorded delivery's repository and JSON text, hosts swapped for ``base``."""
-    payload = json.loads(path.read_text(encoding="utf-8"))
-    return payload["repository"]["full_name"], hosted(payload, base)
+def recorded(path: Path) -> Any:
+    """A recorded delivery, read once (``hosted`` copies it)."""
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -53,8 +52,9 @@ class Webhooks:
 
     def _payload(self, name: str, repo: str, sender: str, ids: dict[str, str]) -> Any:
         """The recording ``name`` relinked, with the fake's repository, sender, installation."""
-        original, text = recorded(self.fake.fixtures / "webhooks" / name, self.fake.url)
-        payload = relink(text, {original: repo} | ids)
+        original = recorded(self.fake.fixtures / "webhooks" / name)
+        ids = {original["repository"]["full_name"]: repo} | ids
+        payload = relink(hosted(original, self.fake.url), ids)
         payload.pop("organization", None)  # the fake's owners are users
         repository = self.fake.repo_json(self.fake.repo(repo))
         payload["repository"] = fit(payload["repository"], repository)
