@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test lint bench bench-webhook bench-gate bench-memory clean
+.PHONY: setup demo test lint bench bench-webhook bench-gate bench-memory bench-slurm clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,7 +42,7 @@ test: lint
 	$(BIN)/python -m pytest -q --durations=10; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
-bench: setup bench-memory
+bench: setup bench-memory bench-slurm
 	$(BIN)/python benchmarks/levers.py
 	$(BIN)/python benchmarks/webhook.py
 
@@ -58,6 +58,11 @@ bench-gate: setup
 # attune's per-device memory prediction vs Megatron-LM's theoretical estimate, 3 example recipes
 bench-memory: setup
 	$(BIN)/python benchmarks/memory_model.py
+
+# the Slurm backend on a loopback Slurm (tests/slurm_cluster.py; installs Slurm as root when
+# missing): submit-to-start and end-to-record latency per trial (target under 3 s overhead)
+bench-slurm: setup
+	$(BIN)/python benchmarks/slurm_latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs

@@ -100,3 +100,28 @@ def _fresh_resolve_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         del os.environ["ATTUNE_CACHE_DIR"]
     else:
         os.environ["ATTUNE_CACHE_DIR"] = before
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[Any]:
+    """A real single-node Slurm on loopback (``tests/slurm_cluster.py``) for the session.
+    Where Slurm cannot be installed the tests that use it FAIL, saying how to install it."""
+    from tests.slurm_cluster import ClusterUnavailable, SlurmCluster, ensure_packages
+
+    try:
+        ensure_packages()
+    except ClusterUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    cluster = SlurmCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def slurm_env(slurm: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The cluster's ``ATTUNE_SLURM_*`` settings in this test's environment."""
+    for key, value in slurm.settings().items():
+        monkeypatch.setenv(key, value)
+    return slurm

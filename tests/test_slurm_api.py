@@ -399,3 +399,10 @@ def test_how_a_job_ends_is_how_the_trial_ends(
     never = SlurmJob(job_id=9, state="CANCELLED", end_time=120.0)  # cancelled while queued
     held = job_outcome(handle, never, "stop")
     assert held.allocated_at == held.released_at == 120.0
+
+
+def test_gpus_from_the_allocation() -> None:
+    assert parse_job(v0042_job()).gpus == 16  # tres_alloc_str, where the cluster tracks GPUs
+    held = v0042_job(tres_alloc_str="cpu=2,node=2", gres_detail=["gpu:h100:4(IDX:0-3)"] * 2)
+    assert parse_job(held).gpus == 8  # else gres_detail, while the job holds them
+    assert parse_job(v0042_job(tres_alloc_str="cpu=2,node=1", gres_detail=[])).gpus is None

@@ -90,7 +90,9 @@ class SlurmJob(BaseModel):
     end_time: float | None = None
     nodes: list[str] = Field(default_factory=list)
     gpus: int | None = None
-    """GPUs allocated (``gres/gpu`` in ``tres_alloc_str``); None when none."""
+    """GPUs allocated: ``gres/gpu`` in ``tres_alloc_str`` (where the cluster tracks it,
+    ``AccountingStorageTRES=gres/gpu``), else ``gres_detail`` while the job runs; None when
+    neither says."""
     cpus: int | None = None
 
     @property
@@ -180,6 +182,7 @@ def job_state(value: Any) -> tuple[str, list[str]]:
 
 
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=(\d+)")
+_GRES_GPU = re.compile(r"^gpu(?::[^:(]+)?:(\d+)")
 _TRES_CPU = re.compile(r"(?:^|,)cpu=(\d+)")
 
 
@@ -188,6 +191,13 @@ def tres_count(tres: str, pattern: re.Pattern[str]) -> int | None:
     untyped total ``gres/gpu=N`` comes first when both are listed)."""
     match = pattern.search(tres or "")
     return int(match.group(1)) if match else None
+
+
+def gres_gpus(detail: Any) -> int | None:
+    """GPUs in ``gres_detail`` (one ``gpu[:type]:N(IDX:...)`` entry per node, while the job
+    holds them: Slurm clears it when the job ends)."""
+    counts = [int(m.group(1)) for d in detail or [] if (m := _GRES_GPU.match(str(d)))]
+    return sum(counts) if counts else None
 
 
 def expand_hostlist(hostlist: str) -> list[str]:
@@ -240,7 +250,7 @@ def parse_job(record: dict[str, Any]) -> SlurmJob:
         start_time=timestamp(record.get("start_time")),
         end_time=timestamp(record.get("end_time")),
         nodes=expand_hostlist(str(record.get("nodes") or "")),
-        gpus=tres_count(tres, _TRES_GPU),
+        gpus=tres_count(tres, _TRES_GPU) or gres_gpus(record.get("gres_detail")),
         cpus=tres_count(tres, _TRES_CPU),
     )
 

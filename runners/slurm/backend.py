@@ -153,10 +153,12 @@ class SlurmBackend:
         workdir = Path(handle.workdir)
         last_size, last_growth = -1, time.time()
         cancelled = (workdir / CANCEL_FILE).exists()
+        gpus = None
         while True:
             job = self.client.job(handle.job_id)
+            gpus = job.gpus or gpus  # gres_detail is cleared when the job ends
             if job.terminal:
-                return job
+                return job.model_copy(update={"gpus": gpus})
             now = time.time()
             if job.running and job.start_time is not None and not cancelled:
                 size = sum(
