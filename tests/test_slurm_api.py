@@ -406,3 +406,19 @@ def test_gpus_from_the_allocation() -> None:
     held = v0042_job(tres_alloc_str="cpu=2,node=2", gres_detail=["gpu:h100:4(IDX:0-3)"] * 2)
     assert parse_job(held).gpus == 8  # else gres_detail, while the job holds them
     assert parse_job(v0042_job(tres_alloc_str="cpu=2,node=1", gres_detail=[])).gpus is None
+
+
+def test_without_slurm_the_tests_fail_saying_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests import slurm_cluster
+
+    monkeypatch.setattr(slurm_cluster, "_missing", lambda: ["slurmctld", "slurmrestd"])
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    with pytest.raises(slurm_cluster.ClusterUnavailable) as err:
+        slurm_cluster.ensure_packages()
+    assert str(err.value) == (
+        "slurmctld, slurmrestd missing and not root; the Slurm tests need a real Slurm: as "
+        "root, `apt-get update && apt-get install -y --no-install-recommends slurmctld slurmd "
+        "slurm-client slurmrestd munge slurm-wlm-jwt-plugin` (Debian 12: Slurm 22.05)"
+    )
