@@ -206,8 +206,14 @@ class LocalExecutor:
                 f"trial {trial} was launched on the {launch.handle.backend} backend; this "
                 f"campaign runs on {self.backend.name}"
             )
-        result = collect(launch, self.backend.wait(launch.handle))
+        outcome = self.backend.wait(launch.handle)
+        result = collect(launch, outcome)
         self.record_finished(trial, result, reconciled=reconciled)
+        if not outcome.submitted and not reconciled:  # the cluster is out of reach: stop now
+            raise AttuneError(
+                f"trial {trial} could not be submitted ({outcome.failure}); it is recorded as "
+                "failed and charged nothing; `attune tune --resume` carries on"
+            )
         return result
 
     def run(

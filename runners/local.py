@@ -62,6 +62,9 @@ class RunOutcome(BaseModel):
     interrupted: bool = False
     """Ended by something other than the recipe (a stop request, a shutdown, a lost node,
     preemption): a failed run that says nothing about the recipe."""
+    submitted: bool = True
+    """False when the backend could not hand the launch over at all (slurmrestd unreachable):
+    nothing ran, nothing is charged, and the campaign stops until it is resumed."""
 
 
 class Backend(Protocol):

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from bot.executor import LocalExecutor
 from gate.errors import AttuneError
+from gate.ledger import Ledger
 from gate.models import Recipe, TrialResult
 from runners.adapter import LaunchSpec
 from runners.backends import make_backend
@@ -151,7 +153,7 @@ def test_slurmrestd_unreachable_retries_then_the_trial_fails_cleanly(
         slurm_env.start_restd()
     assert 0.6 <= waited < 5  # two retries after 0.2 s and 0.4 s
     assert launch.handle.job_id is None and len(slurm_env.jobs()) == before
-    assert result.status == "failed" and result.device_seconds == 0
+    assert result.status == "failed" and result.device_seconds == 0 and result.interrupted
     error = result.error or ""
     assert "slurmrestd at http://127.0.0.1:" in error and "unreachable" in error
     assert "POST /slurm/v0.0.38/job/submit, 3 tries" in error
@@ -274,3 +276,42 @@ def test_gpus_are_requested_per_node_and_charged_as_allocated(
     charged = (outcome.released_at - outcome.allocated_at) * outcome.devices
     assert abs(charged - runtime_s(job["RunTime"]) * 2) <= 1.0
     assert "--gpus-per-node=2" in (tmp_path / "gpu" / "slurm-job.sh").read_text()
+
+
+def test_a_trial_slurm_never_got_is_recorded_and_the_campaign_waits_for_a_resume(
+    slurm_env: Cluster,
+    tmp_path: Path,
+    small_recipe: Callable[..., Recipe],
+    resolve: Callable[[Recipe], Any],
+    registry: Any,
+) -> None:
+    backend = make_backend("slurm")
+    assert isinstance(backend, SlurmBackend)
+    backend.client.settings = backend.client.settings.model_copy(
+        update={"retries": 1, "retry_wait_s": 0.1}
+    )
+    recipe = small_recipe(tmp_path, "base")
+    effective = resolve(recipe)
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        executor = LocalExecutor(
+            ledger=ledger,
+            campaign="c",
+            registry=registry,
+            workdir=tmp_path / "work",
+            budget_device_seconds=3600.0,
+            steps=3,
+            warmup=1,
+            backend=backend,
+        )
+        slurm_env.stop_restd()
+        try:
+            launch = executor.launch("baseline-1", "calibration", recipe, effective)
+            with pytest.raises(AttuneError, match="trial baseline-1 could not be submitted"):
+                executor.finish("baseline-1", launch)
+        finally:
+            slurm_env.start_restd()
+        (finished,) = [e.payload for e in ledger.events("c") if e.kind == "trial_finished"]
+        assert finished["status"] == "failed" and finished["interrupted"] is True
+        assert finished["device_seconds"] == 0 and "unreachable" in finished["error"]
+        # it says nothing about the recipe: the same config may run once the cluster is back
+        assert executor.admit("baseline-2", effective) is None

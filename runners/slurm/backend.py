@@ -118,7 +118,8 @@ class SlurmBackend:
                 if (workdir / SUBMIT_ERROR).exists()
                 else "the job was never submitted"
             )
-            return outcome(handle, None, failure=error)
+            never = outcome(handle, None, failure=error)
+            return never.model_copy(update={"interrupted": True, "submitted": False})
         try:
             job = self._poll(handle)
         except SlurmApiError as exc:
