@@ -422,3 +422,35 @@ def test_without_slurm_the_tests_fail_saying_how_to_install_it(
         "root, `apt-get update && apt-get install -y --no-install-recommends slurmctld slurmd "
         "slurm-client slurmrestd munge slurm-wlm-jwt-plugin` (Debian 12: Slurm 22.05)"
     )
+
+
+def test_calibration_runs_avoid_the_nodes_earlier_ones_ran_on(
+    tmp_path: Path, registry: Any
+) -> None:
+    """The executor hands each calibration run the nodes earlier calibration runs used (the
+    ledger's ``trial_finished.nodes``), oldest first; other roles' nodes do not count."""
+    from bot.executor import LocalExecutor
+    from gate.ledger import Ledger
+    from tests.events_factory import payload
+
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        for trial, role, nodes in (
+            ("baseline-1", "calibration", ["gpu03"]),
+            ("c1", "candidate", ["gpu09"]),
+            ("baseline-2", "calibration", ["gpu01", "gpu02"]),
+        ):
+            ledger.append("c", "trial_started", payload("trial_started", trial=trial, role=role))
+            ledger.append(
+                "c", "trial_finished", payload("trial_finished", trial=trial, nodes=nodes)
+            )
+        executor = LocalExecutor(
+            ledger=ledger,
+            campaign="c",
+            registry=registry,
+            workdir=tmp_path,
+            budget_device_seconds=1.0,
+            steps=3,
+            warmup=1,
+        )
+        assert executor.nodes_used("calibration") == ["gpu03", "gpu01", "gpu02"]
+        assert executor.nodes_used("profile") == []
