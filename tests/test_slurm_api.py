@@ -1,11 +1,12 @@
 """slurmrestd's answers parsed, requests shaped, scripts rendered, nodes chosen: no cluster.
 
 The v0.0.38 answers are recorded from a real slurmrestd 22.05.8 (``tests/fixtures/slurm/``,
-trimmed to the fields attune reads, the temporary directory renamed). The v0.0.40-v0.0.42 answers are built here from the API
-description (``src/plugins/data_parser/v0.0.42/parsers.c`` at slurm-24-11-7-1: ``job_state`` a
-list of ``JOB_STATE`` flags, 9028; ``exit_code`` ``PROCESS_EXIT_CODE_VERBOSE``, 9083; times
-``TIMESTAMP_NO_VAL``, 7808/7884; ``{set, infinite, number}``, ``UINT32_NO_VAL_STRUCT``, 9276);
-there is no newer Slurm to record them from on Debian 12.
+trimmed to the fields attune reads, the temporary directory renamed). The v0.0.40-v0.0.42
+answers are built here from the API description (``src/plugins/data_parser/v0.0.42/
+parsers.c`` at slurm-24-11-7-1: ``job_state`` a list of ``JOB_STATE`` flags, 9028;
+``exit_code`` ``PROCESS_EXIT_CODE_VERBOSE``, 9083; times ``TIMESTAMP_NO_VAL``, 7808/7884;
+``{set, infinite, number}``, ``UINT32_NO_VAL_STRUCT``, 9276): there is no newer Slurm to
+record them from on Debian 12.
 """
 
 from __future__ import annotations
