@@ -315,3 +315,18 @@ def test_a_trial_slurm_never_got_is_recorded_and_the_campaign_waits_for_a_resume
         assert finished["device_seconds"] == 0 and "unreachable" in finished["error"]
         # it says nothing about the recipe: the same config may run once the cluster is back
         assert executor.admit("baseline-2", effective) is None
+
+
+def test_a_silent_job_is_cancelled_as_hung(slurm_env: Cluster, tmp_path: Path) -> None:
+    backend = make_backend("slurm")
+    assert isinstance(backend, SlurmBackend)
+    probe = "import time; print('step 1', flush=True); time.sleep(60)"
+    spec = LaunchSpec(
+        argv=[sys.executable, "-c", probe], devices=1, device_kind="cpu", hang_timeout_s=2.0
+    )
+    started = time.monotonic()
+    handle = backend.start(spec, workdir=tmp_path / "quiet", timeout_s=120)
+    outcome = backend.wait(handle)
+    assert outcome.hung and not outcome.timed_out and time.monotonic() - started < 15
+    assert handle.job_id is not None
+    assert slurm_env.show_job(handle.job_id)["JobState"] == "CANCELLED"
