@@ -40,6 +40,9 @@ class LaunchSpec(BaseModel):
     device_kind: Literal["gpu", "cpu"] = "gpu"
     """What one of ``devices`` is: a GPU, or a CPU rank (the embedded workload); a cluster
     backend asks for GPUs or CPUs per node accordingly."""
+    cpus_per_device: int = Field(1, ge=1)
+    """CPU cores one device's process keeps busy (the embedded workload: its threads); a
+    cluster backend reserves them for a CPU launch."""
     avoid_nodes: list[str] = Field(default_factory=list)
     """Nodes that ran earlier runs this one should not share (calibration spreads its baseline
     runs): a backend with a choice of nodes prefers others."""

@@ -274,7 +274,9 @@ def test_multi_node_torchrun_meets_on_the_first_node() -> None:
 
 
 def test_job_request_from_a_launch(tmp_path: Path) -> None:
-    spec = LaunchSpec(argv=["python", "-m", "x"], devices=2, device_kind="cpu", unset_env=["B"])
+    spec = LaunchSpec(
+        argv=["python", "-m", "x"], devices=2, device_kind="cpu", cpus_per_device=3, unset_env=["B"]
+    )
     req = job_request(
         spec,
         workdir=tmp_path / "c3",
@@ -284,7 +286,7 @@ def test_job_request_from_a_launch(tmp_path: Path) -> None:
         margin_min=1,
         exclude=[],
     )
-    assert req.time_limit_min == 11 and req.cpus_per_task == 2 and req.gpus_per_node is None
+    assert req.time_limit_min == 11 and req.cpus_per_task == 6 and req.gpus_per_node is None
     assert req.stdout.endswith("c3/stdout.jsonl") and req.stderr.endswith("c3/launch.log")
     assert req.account == "proj" and req.name == "attune-c3"
     short = job_request(

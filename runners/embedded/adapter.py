@@ -107,6 +107,7 @@ class EmbeddedAdapter:
             devices=ranks,
             profile_trace=trace,
             device_kind="cpu",
+            cpus_per_device=int(effective.values.get("threads") or 1),
         )
 
     def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:

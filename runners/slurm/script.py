@@ -101,7 +101,7 @@ def render_script(spec: LaunchSpec, *, title: str) -> str:
     if spec.device_kind == "gpu":
         srun.append(f"--gpus-per-node={per_node}")
     else:
-        srun.append(f"--cpus-per-task={per_node}")
+        srun.append(f"--cpus-per-task={per_node * spec.cpus_per_device}")
     lines = ["#!/bin/bash", f"# attune: {title}, rendered by runners/slurm/script.py", "set -u"]
     if spec.nodes > 1 and _launcher_end(spec.argv) is not None:
         lines.append(
@@ -143,7 +143,7 @@ def job_request(
         environment=job_environment(spec),
         nodes=spec.nodes,
         tasks_per_node=1,
-        cpus_per_task=per_node if spec.device_kind == "cpu" else None,
+        cpus_per_task=per_node * spec.cpus_per_device if spec.device_kind == "cpu" else None,
         gpus_per_node=per_node if spec.device_kind == "gpu" else None,
         partition=partition,
         account=account,
