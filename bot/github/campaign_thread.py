@@ -11,11 +11,14 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.campaign_setup import build_campaign
 from bot.campaign_state import CampaignParams, CampaignState, fold
+from bot.executor import LocalExecutor
 from bot.forges.github import GitHubForge
 from bot.github.client import RepoClient
+from bot.github.cluster_executor import ClusterExecutor
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost, require_write
 from bot.github.settings import Settings
@@ -25,6 +28,7 @@ from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger
 from gate.registry import Registry
+from runners.backends import make_backend
 
 log = logging.getLogger("attune.github")
 
@@ -67,6 +71,43 @@ def check_start(repo: RepoClient, number: int, state: CampaignState) -> None:
     require_write(repo, state.acting_for or "", "carry on with the campaign")
 
 
+def make_executor(
+    settings: Settings,
+    *,
+    repo: RepoClient,
+    running: Running,
+    authorize: Callable[[str], None],
+    bot_login: Callable[[], str],
+    ledger: Ledger,
+    campaign: str,
+    registry: Registry,
+    params: CampaignParams,
+) -> LocalExecutor:
+    """Where the campaign's trials run: Slurm jobs the bot submits itself when its settings
+    name a cluster, else the bench workflow on a self-hosted runner."""
+    common: dict[str, Any] = {
+        "ledger": ledger,
+        "campaign": campaign,
+        "registry": registry,
+        "workdir": settings.state_dir / "campaigns" / campaign,
+        "budget_device_seconds": params.budget_device_hours * 3600,
+        "steps": params.steps,
+        "warmup": params.warmup,
+        "default_forecast_s": settings.forecast_seconds,
+    }
+    if settings.slurm_url:
+        backend = make_backend("slurm", should_stop=running.stop.is_set)
+        return ClusterExecutor(authorize=authorize, backend=backend, **common)
+    return ActionsExecutor(
+        repo=repo,
+        wake=running.wake,
+        poll_s=settings.poll_seconds,
+        authorize=authorize,
+        bot_login=bot_login(),
+        **common,
+    )
+
+
 def run_campaign(
     settings: Settings,
     repo: RepoClient,
@@ -85,25 +126,21 @@ def run_campaign(
         check_start(repo, number, _state(settings, campaign))
         with Ledger(settings.ledger_path) as ledger:
 
-            def actions(registry: Registry, params: CampaignParams) -> ActionsExecutor:
-                return ActionsExecutor(
+            def executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
+                return make_executor(
+                    settings,
                     repo=repo,
-                    wake=running.wake,
-                    poll_s=settings.poll_seconds,
+                    running=running,
                     authorize=authorize,
-                    bot_login=bot_login(),
+                    bot_login=bot_login,
                     ledger=ledger,
                     campaign=campaign,
                     registry=registry,
-                    workdir=settings.state_dir / "campaigns" / campaign,
-                    budget_device_seconds=params.budget_device_hours * 3600,
-                    steps=params.steps,
-                    warmup=params.warmup,
-                    default_forecast_s=settings.forecast_seconds,
+                    params=params,
                 )
 
             build_campaign(
-                ledger, campaign, forge=forge, executor=actions, stop_requested=running.stop.is_set
+                ledger, campaign, forge=forge, executor=executor, stop_requested=running.stop.is_set
             ).run()
     except AttuneError as exc:
         reason: StopReason = (

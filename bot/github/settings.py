@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     forecast_seconds: float = Field(600.0, gt=0)
     """Device-seconds per device a trial is assumed to cost before any trial finished (the
     budget check needs a forecast before the first run)."""
+    slurm_url: str | None = None
+    """``ATTUNE_SLURM_URL``: when set, campaigns run their trials as jobs on this Slurm cluster
+    (through slurmrestd; the other ``ATTUNE_SLURM_*`` settings apply, see docs/slurm.md)
+    instead of dispatching the bench workflow to a self-hosted runner."""
     poll_seconds: float = Field(15.0, gt=0)
     """How often a waiting campaign asks GitHub for its workflow runs and checks."""
     app_slug: str | None = None
