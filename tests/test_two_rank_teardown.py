@@ -23,7 +23,7 @@ from runners.bench import collect, start_bench
 from runners.local import LocalBackend
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = int(os.environ.get("ATTUNE_TWO_RANK_RUNS", "12"))
+RUNS = int(os.environ.get("ATTUNE_TWO_RANK_RUNS", "6"))
 """Launches in the repeat test; raise it for a longer soak (``ATTUNE_TWO_RANK_RUNS=200``)."""
 CONCURRENT = 3
 """Launches in flight at once. A launch spends much of its time waiting (rendezvous, process
