@@ -7,6 +7,7 @@ restarted bot can pick up a launch it did not start (``finish`` with a stored ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -53,6 +54,7 @@ class LocalExecutor:
         timeout_s: float = 600.0,
         default_forecast_s: float = 60.0,
         backend: Backend | None = None,
+        authorize: Callable[[str], None] = lambda _action: None,
     ) -> None:
         self.ledger = ledger
         self.campaign = campaign
@@ -66,6 +68,9 @@ class LocalExecutor:
         """Forecast of a trial's device-seconds per device before any trial finished."""
         self.backend: Backend = backend or LocalBackend()
         self.memory = MemoryGuard(ledger, campaign)
+        self.authorize = authorize
+        """Called before a launch; raises when whoever the campaign acts for may no longer
+        start work (GitHub mode: write permission, re-checked before every trial)."""
 
     def resolve(self, recipe: Recipe) -> EffectiveConfig:
         return get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
@@ -129,6 +134,7 @@ class LocalExecutor:
         profile: bool = False,
     ) -> Launch:
         """``trial_started`` first, then the launch, then its handle as ``trial_launched``."""
+        self.authorize("launch a benchmark")
         self.record_started(trial, role, recipe, effective, profile=profile)
         # calibration measures the cluster: each baseline run steers clear of the nodes the
         # earlier ones ran on (a backend with one node, or none to choose from, ignores it)

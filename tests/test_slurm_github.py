@@ -13,8 +13,8 @@ import pytest
 
 from bot.campaign_setup import build_campaign, open_campaign
 from bot.campaign_state import CampaignParams, fold
+from bot.executor import LocalExecutor
 from bot.github.campaign_thread import Running, make_executor
-from bot.github.cluster_executor import ClusterExecutor
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost
 from bot.github.settings import Settings
@@ -98,7 +98,8 @@ def test_a_campaign_on_a_pull_request_runs_its_trials_on_slurm(
 
         def executor(registry: Registry, params: CampaignParams) -> Any:
             made = executor_for(s, ledger, params, authorize)
-            assert isinstance(made, ClusterExecutor) and isinstance(made.backend, SlurmBackend)
+            assert not isinstance(made, ActionsExecutor) and isinstance(made, LocalExecutor)
+            assert isinstance(made.backend, SlurmBackend)
             return made
 
         campaign = build_campaign(ledger, "c", forge=_LocalForge(tmp_path), executor=executor)

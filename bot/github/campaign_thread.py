@@ -18,7 +18,6 @@ from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.executor import LocalExecutor
 from bot.forges.github import GitHubForge
 from bot.github.client import RepoClient
-from bot.github.cluster_executor import ClusterExecutor
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost, require_write
 from bot.github.settings import Settings
@@ -97,7 +96,8 @@ def make_executor(
     }
     if settings.slurm_url:
         backend = make_backend("slurm", should_stop=running.stop.is_set)
-        return ClusterExecutor(authorize=authorize, backend=backend, **common)
+        # the bot submits the jobs itself: what runs is the recipe text in its own ledger
+        return LocalExecutor(authorize=authorize, backend=backend, **common)
     return ActionsExecutor(
         repo=repo,
         wake=running.wake,

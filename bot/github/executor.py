@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -62,7 +61,6 @@ class ActionsExecutor(LocalExecutor):
         wake: threading.Event,
         poll_s: float,
         bot_login: str,
-        authorize: Callable[[str], None] = lambda _action: None,
         run_timeout_s: float = 4 * 3600.0,
         gate_timeout_s: float = 3600.0,
         **local: Any,
@@ -70,8 +68,6 @@ class ActionsExecutor(LocalExecutor):
         super().__init__(**local)
         self.bot_login = bot_login
         """The App's ``<slug>[bot]``: the actor of every run it dispatches."""
-        self.authorize = authorize
-        """Called before a dispatch; raises when the campaign's user may no longer write."""
         self.gate_timeout_s = gate_timeout_s
         self.repo = repo
         self.wake = wake
