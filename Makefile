@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml Makefile
 	# torchtitan's own config parsing for the gate: torchtitan 0.3.0 without its declared
 	# dependencies (wandb, torch_checkpointing, ... are for training runs), plus exactly what its
 	# config modules import; tyro is pinned because the resolver reads torchtitan's command line
-	# through tyro.extras.get_parser
-	$(BIN)/python -m pip install --quiet tyro==1.0.17 spmd_types==0.2.3 torchdata tokenizers tensorboard 'datasets>=3.6.0,<4.8.0'
+	# through tyro.extras.get_parser; torchao because its float8/MX configs import it to resolve
+	$(BIN)/python -m pip install --quiet tyro==1.0.17 spmd_types==0.2.3 torchdata tokenizers tensorboard 'datasets>=3.6.0,<4.8.0' torchao==0.18.0
 	$(BIN)/python -m pip install --quiet --no-deps torchtitan==0.3.0
 	@touch $(STAMP)
 
