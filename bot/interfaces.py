@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from bot.lesson_view import LessonView
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
@@ -197,6 +198,8 @@ class Proposal(BaseModel):
     """Expected speedup of tokens/s/device, in percent."""
     sources: list[str]
     """``path:line`` the agent read for each lever (from the registry)."""
+    lessons_used: list[str] = Field(default_factory=list)
+    """Ids of the ``AgentView.lessons`` the hypothesis relies on."""
 
     @property
     def title(self) -> str:
@@ -248,6 +251,9 @@ class AgentView(BaseModel):
     """Device-seconds the next trial is expected to cost."""
     cores: int
     """CPU cores (or devices) the machine offers to one trial."""
+    lessons: list[LessonView] = Field(default_factory=list)
+    """Accepted lessons of the experience bank whose scope matches the campaign; empty with
+    ``--no-lessons``."""
 
 
 class Probe(BaseModel):

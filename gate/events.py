@@ -114,6 +114,8 @@ class CandidateProposed(Event):
     expected_gain_pct: float
     sources: list[str]
     recipe_text: str
+    lessons_used: list[str] = Field(default_factory=list)
+    """Ids of the experience bank's lessons the hypothesis relies on (none before 0.2)."""
 
 
 class PrOpened(Event):
