@@ -9,10 +9,12 @@ so every ledger ever written still reads.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gate.event_base import Event as Event  # re-exported: every kind derives from it
+from gate.events_agent import AgentAssumption, ModelCalled
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
 Role = Literal["calibration", "profile", "candidate"]
@@ -25,20 +27,14 @@ StopReason = Literal[
     "head_moved",
     "permission",
     "error",
+    "agent_error",
+    "agent_spend_cap",
 ]
-"""Why a campaign ended; ``requested``, ``head_moved``, ``permission``, ``error``: GitHub mode."""
+"""Why a campaign ended; ``requested``, ``head_moved``, ``permission``, ``error``: GitHub mode;
+``agent_error`` (the model's API failing past its retries, or no valid decision in the turns
+allowed) and ``agent_spend_cap`` (the LLM spend cap reached): the LLM agent, resumable."""
 Decision = Literal["merge", "close"]
 RefusalReason = Literal["budget", "failed_rerun", "gate_check", "predicted_oom"]
-
-
-class Event(BaseModel):
-    """A ledger payload. Immutable; unknown fields are an error."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    KIND: ClassVar[str]
-    VERSION: ClassVar[int] = 1
-    v: int = 1
-    """The shape's version (absent in 0.1 ledgers: 1)."""
 
 
 class CampaignOpened(Event):
@@ -286,6 +282,8 @@ MODELS: dict[str, type[Event]] = {
         PrClosed,
         CampaignStopped,
         CampaignResumed,
+        ModelCalled,
+        AgentAssumption,
     )
 }
 """Kind -> its model; the closed list of event kinds."""

@@ -38,6 +38,8 @@ EventKind = Literal[
     "pr_closed",
     "campaign_stopped",
     "campaign_resumed",
+    "model_called",
+    "agent_assumption",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
 

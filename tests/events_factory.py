@@ -93,6 +93,23 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "pr_closed": {"trial": "c1", "pr": 2},
     "campaign_stopped": {"reason": "exhausted", "evidence": []},
     "campaign_resumed": {"by": "maintainer"},
+    "model_called": {
+        "conversation": "d0",
+        "call": 0,
+        "model": "claude-sonnet-4-6",
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "stop_reason": "tool_use",
+        "tool_calls": ["get_history"],
+        "cost_usd": 0.0081,
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_history", "input": {}}],
+    },
+    "agent_assumption": {
+        "conversation": "d0",
+        "call": 1,
+        "question": "Should I optimise for memory or speed?",
+        "answer": "Take the default and record the assumption.",
+    },
 }
 
 
