@@ -12,6 +12,7 @@ from gate import budget
 from gate.events import CampaignOpened
 from gate.ledger import LedgerEvent
 from gate.models import EffectiveConfig, NoiseModel, ProfileBreakdown
+from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
 
 CampaignParams = CampaignOpened
@@ -69,6 +70,9 @@ class CampaignState(BaseModel):
     trials: dict[str, TrialRecord] = Field(default_factory=dict)
     """In ledger order."""
     noise: NoiseModel | None = None
+    checks_reference: PostLaunchReference | None = None
+    """What the post-launch checks compare candidates with (``checks_calibrated``); None
+    before it is calibrated, or in a ledger written before it existed."""
     profiles: dict[str, ProfileBreakdown] = Field(default_factory=dict)
     """Incumbent id -> its latest profile."""
     profile_scores: dict[str, list[float]] = Field(default_factory=dict)
@@ -171,6 +175,10 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             state.pinned_sha = p["base_sha"]
         elif kind == "noise_calibrated":
             state.noise = NoiseModel.model_validate(p)
+        elif kind == "checks_calibrated":
+            state.checks_reference = PostLaunchReference.model_validate(
+                {k: v for k, v in p.items() if k != "v"}
+            )
         elif kind == "campaign_stopped":
             state.stopped = p
         elif kind == "campaign_resumed":

@@ -20,6 +20,7 @@ from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
 from gate.postlaunch import PostLaunchReport
+from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
 from runners.adapters import get_adapter
 from runners.bench import Launch, collect, start_bench
@@ -242,5 +243,6 @@ class LocalExecutor:
         launch = self.launch(trial, role, candidate, effective)
         outcome.result = self.finish(trial, launch)
         if baseline_step1_loss is not None:
-            outcome.post = postlaunch.check(outcome.result, baseline_step1_loss=baseline_step1_loss)
+            reference = PostLaunchReference.step1_only(baseline_step1_loss)
+            outcome.post = postlaunch.check(outcome.result, reference)
         return outcome

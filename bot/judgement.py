@@ -11,6 +11,7 @@ from typing import Any
 from bot.campaign_state import CampaignState
 from gate import noise, postlaunch
 from gate.models import TrialResult
+from gate.postlaunch_reference import PostLaunchReference
 
 
 def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
@@ -19,7 +20,8 @@ def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
     baseline_loss = state.baseline_step1_loss
     incumbent = state.incumbent_score
     assert baseline_loss is not None and state.noise is not None and incumbent
-    post = postlaunch.check(result, baseline_step1_loss=baseline_loss)
+    reference = state.checks_reference or PostLaunchReference.step1_only(baseline_loss)
+    post = postlaunch.check(result, reference)
     verdict: dict[str, Any] = {"post_passed": post.passed, "post_reasons": post.reasons}
     if not post.passed:
         return {**verdict, "decision": "close", "reason": "; ".join(post.reasons)}

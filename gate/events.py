@@ -90,6 +90,21 @@ class NoiseCalibrated(Event):
     scores: list[float]
 
 
+class ChecksCalibrated(Event):
+    """The post-launch checks' reference (``gate.postlaunch_reference.PostLaunchReference``),
+    calibrated from the baseline's runs and its layout-only variants."""
+
+    KIND = "checks_calibrated"
+    step1_loss: float
+    step1_grad_norm: float | None
+    grad_norm_tolerance: float
+    losses: list[float]
+    loss_band: list[float]
+    runs: list[str]
+    variants: list[str]
+    notes: list[str]
+
+
 class ProfileRequested(Event):
     KIND = "profile_requested"
     trial: str
@@ -268,6 +283,7 @@ MODELS: dict[str, type[Event]] = {
         CampaignOpened,
         ForgeReady,
         NoiseCalibrated,
+        ChecksCalibrated,
         ProfileRequested,
         CandidateProposed,
         PrOpened,

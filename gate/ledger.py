@@ -24,6 +24,7 @@ EventKind = Literal[
     "campaign_opened",
     "forge_ready",
     "noise_calibrated",
+    "checks_calibrated",
     "profile_requested",
     "candidate_proposed",
     "pr_opened",

@@ -26,6 +26,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "threshold": 0.03,
         "scores": [990.0, 1000.0, 1010.0, 995.0, 1005.0],
     },
+    "checks_calibrated": {
+        "step1_loss": 5.5,
+        "step1_grad_norm": 1.2,
+        "grad_norm_tolerance": 0.02,
+        "losses": [5.5, 5.3, 5.1],
+        "loss_band": [0.002, 0.002, 0.003],
+        "runs": ["baseline-1", "baseline-2", "layout-1"],
+        "variants": ["micro_batch_size 1 -> 2"],
+        "notes": [],
+    },
     "profile_requested": {"trial": "profile-1", "reason": "unclear", "incumbent": "baseline"},
     "candidate_proposed": {
         "trial": "c1",

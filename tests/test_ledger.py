@@ -121,6 +121,7 @@ def test_event_kinds_are_a_closed_list() -> None:
         "campaign_opened",
         "forge_ready",
         "noise_calibrated",
+        "checks_calibrated",
         "profile_requested",
         "candidate_proposed",
         "pr_opened",

@@ -9,7 +9,10 @@ import pytest
 
 from gate import noise, postlaunch
 from gate.models import StepRecord, TrialResult
+from gate.postlaunch_reference import PostLaunchReference
 from gate.throughput import tokens_per_second_per_device
+
+step1_only = PostLaunchReference.step1_only
 
 
 def steps(losses: list[float], seconds: float = 0.5, tokens: int = 1000) -> list[StepRecord]:
@@ -78,24 +81,24 @@ def test_device_seconds_charges_every_device() -> None:
 
 
 def test_postlaunch_passes_same_step1_loss() -> None:
-    report = postlaunch.check(result([5.50, 5.0, 4.5]), baseline_step1_loss=5.52)
+    report = postlaunch.check(result([5.50, 5.0, 4.5]), step1_only(5.52))
     assert report.passed, report.reasons
 
 
 def test_postlaunch_fails_step1_loss_off_by_more_than_5_percent() -> None:
-    report = postlaunch.check(result([5.9, 5.0]), baseline_step1_loss=5.5)
+    report = postlaunch.check(result([5.9, 5.0]), step1_only(5.5))
     assert not report.passed
     assert "step-1 loss" in report.reasons[0]
     assert report.relative_loss_delta == pytest.approx(0.4 / 5.5)
 
 
 def test_postlaunch_fails_nan_in_a_later_step() -> None:
-    report = postlaunch.check(result([5.5, 5.0, math.nan, 4.0], "nan"), baseline_step1_loss=5.5)
+    report = postlaunch.check(result([5.5, 5.0, math.nan, 4.0], "nan"), step1_only(5.5))
     assert not report.passed
     assert any("NaN/Inf in steps [3]" in r for r in report.reasons)
 
 
 def test_postlaunch_fails_unfinished_run() -> None:
-    report = postlaunch.check(result([5.5], "timeout"), baseline_step1_loss=5.5)
+    report = postlaunch.check(result([5.5], "timeout"), step1_only(5.5))
     assert not report.passed
     assert "timeout" in report.reasons[0]

@@ -19,6 +19,7 @@ import torch
 
 from gate import postlaunch, prelaunch
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
+from gate.postlaunch_reference import PostLaunchReference
 from gate.recipe import load_recipe
 from gate.registry import Registry
 from runners.bench import run_bench
@@ -153,7 +154,7 @@ def test_layout_lever_trains_the_same_thing_and_the_gate_allows_it(
     assert all(d <= LATER_RTOL for d in deltas[1:]), deltas
     # and the training did move: a broken optimizer would log a flat loss
     assert abs(result.steps[-1].loss - result.steps[0].loss) > 1e-3
-    assert postlaunch.check(result, baseline_step1_loss=base.step1_loss).passed
+    assert postlaunch.check(result, PostLaunchReference.step1_only(base.step1_loss)).passed
 
 
 def test_the_example_layout_candidate_is_allowed_and_the_bf16_one_rejected(
@@ -386,7 +387,7 @@ def test_nan_in_a_later_step_fails_the_post_launch_gate(
     assert result.step1_loss is not None
     assert rel(result.step1_loss, base.step1_loss) <= STEP1_RTOL  # the loss check alone passes
 
-    post = postlaunch.check(result, baseline_step1_loss=base.step1_loss)
+    post = postlaunch.check(result, PostLaunchReference.step1_only(base.step1_loss))
     assert not post.passed
     assert post.relative_loss_delta is not None and post.relative_loss_delta <= STEP1_RTOL
     assert any("NaN" in r for r in post.reasons), post.reasons
@@ -443,8 +444,8 @@ def test_misloaded_layers_fail_the_post_launch_gate(
     assert base.step1_loss < 0.9 * math.log(256)
     assert misloaded.fingerprint == normal.fingerprint  # the bug is invisible before launch
 
-    ok = postlaunch.check(normal, baseline_step1_loss=base.step1_loss)
-    bad = postlaunch.check(misloaded, baseline_step1_loss=base.step1_loss)
+    ok = postlaunch.check(normal, PostLaunchReference.step1_only(base.step1_loss))
+    bad = postlaunch.check(misloaded, PostLaunchReference.step1_only(base.step1_loss))
     print(
         f"misload: normal delta {ok.relative_loss_delta:.2e}, "
         f"misloaded delta {bad.relative_loss_delta:.2%}"
