@@ -71,6 +71,8 @@ class CampaignOpened(Event):
     """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
     backend: str | None = None
     """Where its trials run (``attune tune --backend``: ``slurm``); None: this machine."""
+    lessons: bool = True
+    """Whether the agent reads the experience bank (``--no-lessons``: False, for ablation)."""
 
 
 class ForgeReady(Event):
@@ -277,6 +279,18 @@ class CampaignResumed(Event):
     by: str
 
 
+class LessonsProposed(Event):
+    """The end of a campaign: the lessons it proposes, as a pull request for review."""
+
+    KIND = "lessons_proposed"
+    lessons: list[str]
+    """Ids of the proposed lessons (empty: nothing the trials support; no pull request)."""
+    pr: int | None = None
+    branch: str | None = None
+    path: str | None = None
+    """The lesson file the pull request adds (``registry/lessons/<campaign>.yaml``)."""
+
+
 MODELS: dict[str, type[Event]] = {
     model.KIND: model
     for model in (
@@ -298,6 +312,7 @@ MODELS: dict[str, type[Event]] = {
         PrClosed,
         CampaignStopped,
         CampaignResumed,
+        LessonsProposed,
         ModelCalled,
         AgentAssumption,
     )

@@ -39,6 +39,7 @@ EventKind = Literal[
     "pr_closed",
     "campaign_stopped",
     "campaign_resumed",
+    "lessons_proposed",
     "model_called",
     "agent_assumption",
 ]

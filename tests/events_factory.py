@@ -103,6 +103,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "pr_closed": {"trial": "c1", "pr": 2},
     "campaign_stopped": {"reason": "exhausted", "evidence": []},
     "campaign_resumed": {"by": "maintainer"},
+    "lessons_proposed": {"lessons": ["embedded-threads-up"], "pr": 9, "branch": "attune/x/lessons"},
     "model_called": {
         "conversation": "d0",
         "call": 0,

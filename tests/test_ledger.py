@@ -136,6 +136,9 @@ def test_event_kinds_are_a_closed_list() -> None:
         "pr_closed",
         "campaign_stopped",
         "campaign_resumed",
+        "lessons_proposed",
+        "model_called",
+        "agent_assumption",
     )
 
 
