@@ -87,7 +87,7 @@ class CandidateSteps(CampaignCore):
         verdict["incumbent_score"] = state.incumbent_score
         verdict["threshold"] = state.noise.threshold if state.noise else None
         if record.gate_verdict == "reject":
-            verdict.update(decision="close", reason="the pre-launch gate rejected it")
+            verdict.update(decision="close", reason=_rejection(record.gate_findings or []))
         elif record.refused is not None:
             verdict.update(decision="close", reason=record.refused["message"])
         elif record.finished is None and self._same_as_incumbent(state, recipe):
@@ -159,3 +159,11 @@ class CandidateSteps(CampaignCore):
 
 def _first_line(finished: dict[str, Any]) -> str:
     return (str(finished.get("error") or "") or "no error recorded").strip().splitlines()[0]
+
+
+def _rejection(findings: list[dict[str, Any]]) -> str:
+    """Why the gate rejected a candidate: the framework's refusal when it was one."""
+    for finding in findings:
+        if finding.get("class") == "invalid":
+            return f"the pre-launch gate rejected it: {finding['reason']} ({finding['source']})"
+    return "the pre-launch gate rejected it"

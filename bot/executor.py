@@ -8,6 +8,7 @@ restarted bot can pick up a launch it did not start (``finish`` with a stored ``
 from __future__ import annotations
 
 from collections.abc import Callable
+from hashlib import sha256
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -16,9 +17,9 @@ from bot.interfaces import Role
 from bot.memory_guard import MemoryGuard
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
-from gate.errors import AttuneError
+from gate.errors import AttuneError, FrameworkRefusal
 from gate.ledger import Ledger
-from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
+from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult, canonical_json
 from gate.postlaunch import PostLaunchReport
 from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
@@ -32,7 +33,8 @@ class TrialOutcome(BaseModel):
 
     trial: str
     recipe: str
-    effective: EffectiveConfig
+    effective: EffectiveConfig | None
+    """None when the framework's validation refused the candidate (the gate rejected it)."""
     gate: GateReport
     refusal: LaunchRefusal | None = None
     result: TrialResult | None = None
@@ -109,17 +111,26 @@ class LocalExecutor:
 
     def gate(
         self, trial: str, candidate: Recipe, *, baseline: EffectiveConfig
-    ) -> tuple[EffectiveConfig, GateReport]:
-        """Pre-launch gate, written to the ledger as ``gate_checked``."""
-        effective = self.resolve(candidate)
-        report = prelaunch.judge(baseline, effective, self.registry)
+    ) -> tuple[EffectiveConfig | None, GateReport]:
+        """Pre-launch gate, written to the ledger as ``gate_checked``. A candidate the
+        framework's own validation refuses has no effective config: it is rejected with an
+        ``invalid`` finding (and a fingerprint of its recipe), never an error."""
+        effective: EffectiveConfig | None
+        try:
+            effective = self.resolve(candidate)
+        except FrameworkRefusal as exc:
+            effective, report = None, prelaunch.refused(exc)
+            fingerprint = "refused-" + sha256(canonical_json(candidate.body).encode()).hexdigest()
+        else:
+            report = prelaunch.judge(baseline, effective, self.registry)
+            fingerprint = effective.fingerprint()
         self.ledger.append(
             self.campaign,
             "gate_checked",
             {
                 "trial": trial,
                 "recipe": candidate.name,
-                "fingerprint": effective.fingerprint(),
+                "fingerprint": fingerprint[:24],
                 **report.to_json(),
             },
         )
@@ -235,7 +246,7 @@ class LocalExecutor:
         """All phases in one call: gate, launch checks, bench, post-launch gate."""
         effective, report = self.gate(trial, candidate, baseline=baseline)
         outcome = TrialOutcome(trial=trial, recipe=candidate.name, effective=effective, gate=report)
-        if report.verdict == "reject":
+        if report.verdict == "reject" or effective is None:
             return outcome
         outcome.refusal = self.admit(trial, effective)
         if outcome.refusal is not None:

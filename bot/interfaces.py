@@ -163,8 +163,9 @@ class Executor(Protocol):
 
     def gate(
         self, trial: str, candidate: Recipe, *, baseline: EffectiveConfig
-    ) -> tuple[EffectiveConfig, GateReport]:
-        """The pre-launch gate, recorded as ``gate_checked``."""
+    ) -> tuple[EffectiveConfig | None, GateReport]:
+        """The pre-launch gate, recorded as ``gate_checked``; no config for a candidate the
+        framework refuses (rejected with an ``invalid`` finding)."""
 
     def launch(
         self,

@@ -21,3 +21,29 @@ class AttuneError(Exception):
         elif key:
             where = f"{key}: "
         super().__init__(f"{where}{message}")
+
+
+class FrameworkRefusal(AttuneError):
+    """The framework's own validation refused a recipe (Megatron-LM's ``validate_args`` or
+    model-config checks, torchtitan's config manager, the embedded workload's checks).
+
+    Still bad input where the recipe is one the user gave (a baseline: exit 2), but for a
+    candidate it is a verdict: the gate rejects it with an ``invalid`` finding quoting
+    ``message`` and ``source``, the framework line that raised (``path:line@version``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        key: str | None = None,
+        source: str | None = None,
+        framework: str = "",
+        version: str = "",
+    ) -> None:
+        super().__init__(message, path=path, key=key)
+        self.message = message
+        self.source = source
+        self.framework = framework
+        self.version = version

@@ -9,8 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-KeyClass = Literal["layout", "semantic", "known_bug", "unknown"]
-"""How the registry classifies a configuration key."""
+KeyClass = Literal["layout", "semantic", "known_bug", "unknown", "invalid"]
+"""How the gate classifies a changed key. The registry uses the first four; ``invalid`` is the
+gate's own: the framework's validation refused the candidate (``gate.prelaunch.refused``)."""
 
 Verdict = Literal["allow", "reject", "review"]
 """Pre-launch outcome: launch, refuse, or launch but flag for a human."""
@@ -45,6 +46,20 @@ class Recipe(BaseModel):
     """Everything else in the file, validated by the adapter."""
 
 
+class ValidationWarning(BaseModel):
+    """A warning the framework raised while validating a recipe (``warnings.warn``, a logger
+    warning, a printed ``WARNING`` line), as its resolve worker collected it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    message: str
+    category: str = "UserWarning"
+    """The warning's class name (``UserWarning``, ``DeprecationWarning``) or ``logging`` /
+    ``printed`` for one that was logged or printed."""
+    source: str = "-"
+    """``path:line`` (relative to the framework package) of the code that warned, or ``-``."""
+
+
 class EffectiveConfig(BaseModel):
     """What the framework will really run, after its own validation and derivations."""
 
@@ -62,6 +77,9 @@ class EffectiveConfig(BaseModel):
     """Keys the recipe set itself; the others are defaults or derived by validation."""
     devices: int
     """Devices (processes) one run occupies: the unit GPU-hours are charged in."""
+    warnings: list[ValidationWarning] = Field(default_factory=list)
+    """Warnings the framework's validation raised; not part of what runs (nor the
+    fingerprint), but the gate judges the ones a candidate introduces."""
 
     def flat(self) -> dict[str, Any]:
         """Values and environment in one namespace; environment keys get an ``env.`` prefix."""

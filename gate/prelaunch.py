@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gate.errors import AttuneError
+from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import ConfigChange, EffectiveConfig, Finding, GateReport, Verdict
 from gate.registry import Registry
 
@@ -48,8 +48,24 @@ def judge(baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Regis
         )
     classes = {f.key_class for f in findings}
     verdict: Verdict = "allow"
-    if classes & {"semantic", "known_bug"}:
+    if classes & {"semantic", "known_bug", "invalid"}:
         verdict = "reject"
     elif "unknown" in classes:
         verdict = "review"
     return GateReport(verdict=verdict, findings=findings)
+
+
+def refused(refusal: FrameworkRefusal) -> GateReport:
+    """The verdict on a candidate the framework's own validation refuses: reject, with one
+    ``invalid`` finding quoting the framework's message and the line that raised it."""
+    who = refusal.framework or "the framework"
+    at = f" {refusal.version}" if refusal.version else ""
+    finding = Finding(
+        key=refusal.key or "-",
+        baseline=None,
+        candidate=None,
+        key_class="invalid",
+        reason=f"{who}{at} refuses this configuration: {refusal.message}",
+        source=refusal.source or "-",
+    )
+    return GateReport(verdict="reject", findings=[finding])

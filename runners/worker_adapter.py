@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gate.errors import AttuneError
-from gate.models import EffectiveConfig, Recipe, StepRecord
+from gate.errors import AttuneError, FrameworkRefusal
+from gate.models import EffectiveConfig, Recipe, StepRecord, ValidationWarning
 from runners.adapter import FrameworkKeys, LaunchSpec
 from runners.harness import HarnessArgs
 from runners.resolve_cache import ResolveCache
@@ -121,8 +121,9 @@ class WorkerAdapter(Generic[BodyT]):
         return configs
 
     def resolve_each(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig | AttuneError]:
-        """Resolve ``recipes`` in one worker process: a config, or the error naming the recipe
-        file and key, for each. A malformed recipe body still raises at once (nothing runs)."""
+        """Resolve ``recipes`` in one worker process: a config, or the framework's refusal
+        (a ``FrameworkRefusal`` naming the recipe file, key, message and the framework line
+        that raised), for each. A malformed recipe body still raises at once (nothing runs)."""
         bodies = [self._body(r) for r in recipes]
         if not bodies:
             return []
@@ -130,8 +131,7 @@ class WorkerAdapter(Generic[BodyT]):
         outcomes: list[EffectiveConfig | AttuneError] = []
         for recipe, body, (version, result) in zip(recipes, bodies, answers, strict=True):
             if "error" in result:
-                key = str(result.get("key") or self.error_key)
-                outcomes.append(AttuneError(str(result["error"]), path=recipe.path, key=key))
+                outcomes.append(self._refusal(recipe, version, result))
                 continue
             explicit = self.explicit(body, result)
             explicit.update(f"env.{k}" for k in body.env)
@@ -143,9 +143,22 @@ class WorkerAdapter(Generic[BodyT]):
                     env=result["env"],
                     explicit=sorted(explicit),
                     devices=body.total_devices,
+                    warnings=[ValidationWarning(**w) for w in result.get("warnings", [])],
                 )
             )
         return outcomes
+
+    def _refusal(self, recipe: Recipe, version: str, result: dict[str, Any]) -> FrameworkRefusal:
+        """A worker's ``{"error", "key", "source"}`` as the refusal of ``recipe``."""
+        source = result.get("source")
+        return FrameworkRefusal(
+            str(result["error"]),
+            path=recipe.path,
+            key=str(result.get("key") or self.error_key),
+            source=f"{source}@{version}" if source else None,
+            framework=self.name,
+            version=version,
+        )
 
     def _cache(self) -> ResolveCache:
         if self.worker not in _CACHES:

@@ -10,13 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bot.commands.gate_check import resolve_pair
+from bot.commands.gate_check import judge_pair
 from bot.commands.tune import open_new, run_campaign
 from bot.console import console
 from bot.render import gate_table, verdict_line
 from gate.errors import AttuneError
-from gate.prelaunch import judge
-from gate.registry import load_registry
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASELINE = EXAMPLES / "ported-gpt.yaml"
@@ -44,8 +42,7 @@ def demo(
     report = run_campaign(workdir)
 
     console.rule("[bold]the gate on a change that looks like layout")
-    baseline, candidate = resolve_pair(BASELINE, SEMANTIC_CANDIDATE)
-    verdict = judge(baseline, candidate, load_registry("embedded", baseline.framework_version))
+    _, verdict = judge_pair(BASELINE, SEMANTIC_CANDIDATE)
     console.print(gate_table(verdict, title=f"attune gate check: {SEMANTIC_CANDIDATE.name}"))
     console.print(verdict_line(verdict) + ": never launched, nothing charged")
     console.print(f"\nreport: {report}\npull requests: attune pr list --workdir {workdir}")

@@ -8,16 +8,21 @@ from pathlib import Path
 
 from bot.console import console
 from bot.render import gate_summary, gate_table, verdict_line
-from gate.errors import AttuneError
-from gate.models import EffectiveConfig
-from gate.prelaunch import judge
+from gate.errors import AttuneError, FrameworkRefusal
+from gate.models import EffectiveConfig, GateReport
+from gate.prelaunch import judge, refused
 from gate.recipe import load_recipe
 from gate.registry import load_registry
 from runners.adapters import get_adapter
 
 
-def resolve_pair(baseline_path: Path, candidate_path: Path) -> tuple[EffectiveConfig, ...]:
-    """Both recipes resolved by one adapter call (one framework import for the pair)."""
+def resolve_pair(
+    baseline_path: Path, candidate_path: Path
+) -> tuple[EffectiveConfig, EffectiveConfig | FrameworkRefusal]:
+    """Both recipes resolved by one adapter call (one framework import for the pair).
+
+    A candidate the framework refuses comes back as its refusal (a verdict, not an error); a
+    baseline it refuses is bad input: there is nothing to compare against."""
     baseline, candidate = load_recipe(baseline_path), load_recipe(candidate_path)
     adapter = get_adapter(baseline.framework, path=baseline.path)
     get_adapter(candidate.framework, path=candidate.path)  # an unknown name is its own error
@@ -27,7 +32,25 @@ def resolve_pair(baseline_path: Path, candidate_path: Path) -> tuple[EffectiveCo
             path=str(candidate_path),
             key="framework",
         )
-    return tuple(adapter.resolve_many([baseline, candidate]))
+    try:
+        base, cand = adapter.resolve_many([baseline, candidate])
+    except FrameworkRefusal as exc:
+        # resolve_many raises the first refusal: the candidate's means the baseline resolved
+        if exc.path != candidate.path or baseline.path == candidate.path:
+            raise AttuneError(f"invalid baseline, nothing to compare against: {exc}") from None
+        return adapter.resolve(baseline), exc
+    return base, cand
+
+
+def judge_pair(
+    baseline_path: Path, candidate_path: Path, registry_dir: Path | None = None
+) -> tuple[EffectiveConfig, GateReport]:
+    """The baseline's effective config and the gate's report on the candidate."""
+    baseline, candidate = resolve_pair(baseline_path, candidate_path)
+    if isinstance(candidate, FrameworkRefusal):
+        return baseline, refused(candidate)
+    registry = load_registry(baseline.framework, baseline.framework_version, registry_dir)
+    return baseline, judge(baseline, candidate, registry)
 
 
 def gate_check(
@@ -38,10 +61,10 @@ def gate_check(
     registry_dir: Path | None,
     markdown: bool = False,
 ) -> int:
-    """Exit 0 for allow and review, 1 for reject; bad input raises AttuneError (exit 2)."""
-    baseline, candidate = resolve_pair(baseline_path, candidate_path)
-    registry = load_registry(baseline.framework, baseline.framework_version, registry_dir)
-    report = judge(baseline, candidate, registry)
+    """Exit 0 for allow and review, 1 for reject (a candidate the framework refuses included);
+    attune's own bad input (an unreadable file, a recipe that is not one, an invalid baseline)
+    raises AttuneError (exit 2)."""
+    baseline, report = judge_pair(baseline_path, candidate_path, registry_dir)
     resolved_by = {"framework": baseline.framework, "framework_version": baseline.framework_version}
     if as_json:
         sys.stdout.write(json.dumps({**report.to_json(), **resolved_by}, indent=2) + "\n")

@@ -13,7 +13,13 @@ from gate.ledger import LedgerEvent
 from gate.models import GateReport, NoiseModel, TrialResult
 
 VERDICT_STYLE = {"allow": "green", "review": "yellow", "reject": "red"}
-CLASS_STYLE = {"layout": "green", "unknown": "yellow", "semantic": "red", "known_bug": "red"}
+CLASS_STYLE = {
+    "layout": "green",
+    "unknown": "yellow",
+    "semantic": "red",
+    "known_bug": "red",
+    "invalid": "red",
+}
 
 
 def _value(v: Any) -> str:
@@ -191,14 +197,15 @@ def gate_summary(report: GateReport) -> str:
     lines = [
         f"Verdict: **{report.verdict}**",
         "",
-        "| key | baseline | candidate | class | source |",
+        "| key | baseline | candidate | class | reason | source |",
     ]
-    lines.append("|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|")
     for f in report.findings:
         derived = " (derived)" if f.derived else ""
+        reason = " ".join(f.reason.split()).replace("|", "\\|")
         lines.append(
             f"| `{f.key}`{derived} | `{_value(f.baseline)}` | `{_value(f.candidate)}` "
-            f"| {f.key_class} | `{f.source}` |"
+            f"| {f.key_class} | {reason} | `{f.source}` |"
         )
     return "\n".join(lines)
 

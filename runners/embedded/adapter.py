@@ -10,11 +10,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gate.errors import AttuneError
+from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig, Recipe, StepRecord
 from runners.adapter import FrameworkKeys, LaunchSpec
 from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, WorkloadConfig, validate_and_derive
 from runners.source_lines import field_line, relative_to_package
+from runners.worker_support import raise_site
+
+_RUNNERS = Path(__file__).resolve().parents[1]
+"""Embedded sources are written relative to its parent (``runners/embedded/config.py:125``)."""
 
 
 class EmbeddedRecipe(BaseModel):
@@ -53,11 +57,14 @@ class EmbeddedAdapter:
             key, msg = _error_key(exc)
             if msg == "Extra inputs are not permitted":
                 msg = "unknown key (see registry/embedded.yaml for the known ones)"
-            raise AttuneError(msg.lower(), path=recipe.path, key=f"config.{key}") from None
+            site = field_line(WorkloadConfig, key)
+            where = f"{relative_to_package(site[0], _RUNNERS)}:{site[1]}" if site else None
+            raise self._refusal(msg.lower(), recipe, f"config.{key}", where) from None
         except ValueError as exc:
             key, _, msg = str(exc).partition(": ")
             prefix = "" if key.startswith("env.") else "config."
-            raise AttuneError(msg, path=recipe.path, key=f"{prefix}{key}") from None
+            where = raise_site(exc, _RUNNERS)
+            raise self._refusal(msg, recipe, f"{prefix}{key}", where) from None
         return EffectiveConfig(
             framework=self.name,
             framework_version=WORKLOAD_VERSION,
@@ -65,6 +72,18 @@ class EmbeddedAdapter:
             env=dict(body.env),
             explicit=sorted([*body.config, *(f"env.{k}" for k in body.env)]),
             devices=cfg.data_parallel_size,
+        )
+
+    def _refusal(self, msg: str, recipe: Recipe, key: str, where: str | None) -> FrameworkRefusal:
+        """The workload's own validation refused ``recipe``: a verdict for a candidate."""
+        source = f"{where}@{WORKLOAD_VERSION}" if where else None
+        return FrameworkRefusal(
+            msg,
+            path=recipe.path,
+            key=key,
+            source=source,
+            framework=self.name,
+            version=WORKLOAD_VERSION,
         )
 
     def resolve_many(self, recipes: Sequence[Recipe]) -> list[EffectiveConfig]:
