@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gate.conditions import Condition
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, KeyClass
 
@@ -25,48 +26,6 @@ SOURCE_RE = re.compile(r"^[\w./-]+:\d+(@[\w.+-]+)?$")
 """``path:line`` or ``path:line@version``."""
 
 RegistryClass = KeyClass
-
-
-class Condition(BaseModel):
-    """A test on an effective config. Exactly one form:
-
-    - ``unpinned: KEY``: the recipe did not set KEY itself (validation derived it);
-    - ``key: KEY`` with ``is_set: true|false``: KEY's value is (not) null;
-    - ``key: KEY`` with ``in: [values]``: KEY's value is one of these;
-    - ``all: [conditions]``: every one of them holds (on the same config).
-    """
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    unpinned: str | None = None
-    key: str | None = None
-    is_set: bool | None = None
-    in_: list[Any] | None = Field(None, alias="in")
-    all_: list[Condition] | None = Field(None, alias="all", min_length=1)
-
-    @model_validator(mode="after")
-    def _one_form(self) -> Condition:
-        forms = [
-            self.unpinned is not None,
-            self.is_set is not None,
-            self.in_ is not None,
-            self.all_ is not None,
-        ]
-        if sum(forms) != 1:
-            raise ValueError("use exactly one of: unpinned, key + is_set, key + in, all")
-        if (self.is_set is not None or self.in_ is not None) and not self.key:
-            raise ValueError("is_set and in need a key")
-        return self
-
-    def holds(self, cfg: EffectiveConfig) -> bool:
-        if self.all_ is not None:
-            return all(c.holds(cfg) for c in self.all_)
-        if self.unpinned is not None:
-            return self.unpinned not in cfg.explicit
-        value = cfg.flat().get(self.key or "")
-        if self.is_set is not None:
-            return (value is not None) == self.is_set
-        return value in (self.in_ or [])
 
 
 class Rule(BaseModel):
@@ -211,9 +170,7 @@ class Registry:
         self, key: str, baseline: EffectiveConfig, candidate: EffectiveConfig
     ) -> Classification:
         for bug_id, bug in self.bugs.items():
-            if bug.matches(key) and (
-                bug.if_ is None or bug.if_.holds(baseline) or bug.if_.holds(candidate)
-            ):
+            if bug.matches(key) and (bug.if_ is None or bug.if_.holds_for(baseline, candidate)):
                 fix = f" (fixed by {bug.fixed_by})" if bug.fixed_by else ""
                 return Classification(
                     key_class="known_bug",
@@ -228,7 +185,7 @@ class Registry:
                 source="-",
             )
         for rule in entry.when:
-            if rule.if_.holds(baseline) or rule.if_.holds(candidate):
+            if rule.if_.holds_for(baseline, candidate):
                 return Classification(
                     key_class=rule.key_class, reason=rule.reason, source=entry.source
                 )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gate.errors import AttuneError
+from gate.models import EffectiveConfig
 from gate.registry import DEFAULT_REGISTRY_DIR, load_file, load_registry
 from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, WorkloadConfig
 from runners.source_lines import locate_source, mentions, source_problem
@@ -154,3 +155,59 @@ def test_coverage_command_lists_missing_and_stale_keys(
     assert code == 1
     assert report["missing"] == ["seed"]
     assert report["not_in_parser"] == ["sead"]
+
+
+def effective(values: dict[str, object], explicit: list[str] | None = None) -> EffectiveConfig:
+    return EffectiveConfig(
+        framework="x",
+        framework_version="1",
+        values=dict(values),
+        explicit=explicit if explicit is not None else sorted(values),
+        devices=8,
+    )
+
+
+def test_changed_compares_derived_values_not_spellings(tmp_path: Path) -> None:
+    text = (
+        "framework: x\nversions: '==1'\nkeys:\n"
+        "  dp:\n    class: layout\n    reason: split\n    source: f.py:1\n    when:\n"
+        "      - if: {changed: gbs}\n        class: semantic\n        reason: moves the batch\n"
+        "      - if: {all: [{key: clip, in: [per_shard]}, {not: {key: dp, in: [1]}}]}\n"
+        "        class: semantic\n        reason: per-shard clipping\n"
+        "      - if: {any: [{key: seed, is_set: true}, {key: pp, in: [2]}]}\n"
+        "        class: semantic\n        reason: seeded\n"
+    )
+    registry = load_file(write(tmp_path, text))
+    pinned = effective({"dp": 8, "gbs": 16, "seed": None})
+    # the same derived batch, unpinned on one side: layout either way
+    derived = effective({"dp": 4, "gbs": 16, "seed": None}, explicit=["dp"])
+    assert registry.classify("dp", pinned, derived).key_class == "layout"
+    moved = effective({"dp": 4, "gbs": 8, "seed": None})
+    found = registry.classify("dp", pinned, moved)
+    assert (found.key_class, found.reason) == ("semantic", "moves the batch")
+    # a key one side lacks counts as changed
+    assert registry.classify("dp", pinned, effective({"dp": 4, "seed": None})).reason == (
+        "moves the batch"
+    )
+    # all + not on the same config: per-shard clipping with more than one rank on either side
+    clip = {"gbs": 16, "seed": None, "clip": "per_shard"}
+    one, two = effective({**clip, "dp": 1}), effective({**clip, "dp": 2})
+    assert registry.classify("dp", one, two).reason == "per-shard clipping"
+    # any: a pinned seed on either side
+    seeded = effective({"dp": 2, "gbs": 16, "seed": 3})
+    assert registry.classify("dp", pinned, seeded).reason == "seeded"
+    # changed alone never holds for one config
+    assert registry.data.keys["dp"].when[0].if_.holds(pinned) is False
+
+
+@pytest.mark.parametrize(
+    "condition",
+    ["{changed: a, key: b, in: [1]}", "{key: b}", "{not: {changed: a}, any: [{changed: a}]}"],
+)
+def test_a_condition_has_exactly_one_form(tmp_path: Path, condition: str) -> None:
+    text = (
+        "framework: x\nversions: '==1'\nkeys:\n  a: {class: layout, reason: r, source: f.py:1,"
+        f" when: [{{if: {condition}, class: semantic, reason: r}}]}}\n"
+    )
+    with pytest.raises(AttuneError, match=r"keys\.a\.when\.0\.if.*exactly one|need"):
+        load_file(write(tmp_path, text))
