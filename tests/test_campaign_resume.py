@@ -1,17 +1,19 @@
-"""`attune tune --resume DIR` after the bot was killed with SIGKILL, at three phases.
+"""`attune tune --resume DIR` after the bot was killed with SIGKILL, at four phases.
 
 Real processes throughout: the bot runs as `python -m bot.cli tune ...`, the test polls its
 ledger read-only until a trigger event appears, kills the bot with SIGKILL (the launches run
-under supervisors in sessions of their own and outlive it), then runs `tune --resume DIR` to
-the end. Nothing may be lost, nothing charged twice, and a trial that was running is
-reconciled and charged from its real allocation to its real release.
+under supervisors in sessions of their own and outlive it), then runs `tune --resume DIR`.
+Nothing may be lost, nothing charged twice, and a trial that was running is reconciled and
+charged from its real allocation to its real release.
+
+Two campaigns, each killed twice (the resumed bot is killed again at the second phase):
 
 - calibration: killed right after ``trial_launched`` of ``baseline-2``; resumed at once, while
-  its supervisor still runs.
-- trial: killed right after ``trial_launched`` of candidate ``c1``; resumed only once its
+  its supervisor still runs; then
+  trial: killed right after ``trial_launched`` of candidate ``c1``; resumed only once its
   supervisor has written ``exit.json`` (the run finished while no bot was alive).
-- judged: killed right after ``trial_judged`` of ``c1``, before its pull request was settled.
-- settled: killed right after ``pr_merged``/``pr_closed`` of ``c1``, before the next trial.
+- judged: killed right after ``trial_judged`` of ``c1``, before its pull request was settled;
+  then settled: killed right after ``pr_merged``/``pr_closed`` of ``c1``, before the next trial.
 """
 
 from __future__ import annotations
@@ -73,25 +75,38 @@ SCENARIOS = {
     "judged": Scenario(("trial_judged",), "c1", in_flight=False, wait_for_exit=False),
     "settled": Scenario(("pr_merged", "pr_closed"), "c1", in_flight=False, wait_for_exit=False),
 }
+CHAINS = {
+    "calibration-then-trial": ("calibration", "trial"),
+    "judged-then-settled": ("judged", "settled"),
+}
+"""One campaign per chain: killed at each phase in turn, the last resume runs to the end."""
 
 
 @dataclass
-class Killed:
-    """One campaign: killed at a trigger, then resumed to the end."""
+class Kill:
+    """One SIGKILL of the bot and the resume that followed it."""
 
     name: str
     scenario: Scenario
-    workdir: Path
     killed_rc: int
     at_kill: list[LedgerEvent]
     """The ledger as the killed bot left it."""
     supervisor_alive_at_kill: bool
     exit_file_at_kill: bool
     resume_started: float
+
+
+@dataclass
+class Killed:
+    """One campaign: killed at each phase of a chain, then resumed to the end."""
+
+    name: str
+    kills: list[Kill]
+    workdir: Path
     resumed_rc: int
     log: str
     events: list[LedgerEvent]
-    """The ledger once the resumed bot finished."""
+    """The ledger once the last resumed bot finished."""
     verify_ok: bool
 
 
@@ -147,13 +162,15 @@ def _resume(workdir: Path, log: Path) -> int:
 
 
 def _kill_at(
-    recipe: Path, workdir: Path, log: Path, trigger: Callable[[LedgerEvent], bool]
+    command: list[str], workdir: Path, log: Path, trigger: Callable[[LedgerEvent], bool]
 ) -> tuple[int, list[LedgerEvent]]:
-    """Start `attune tune`, SIGKILL it as soon as an event matches ``trigger``."""
+    """Start the bot (``attune tune`` or ``--resume``), SIGKILL it as soon as an event written
+    after its start matches ``trigger``."""
     ledger_path = workdir / "ledger.db"
+    already = len(_read(workdir)[0]) if ledger_path.exists() else 0
     with log.open("ab") as out:
         bot = subprocess.Popen(
-            _attune("tune", str(recipe), "--workdir", str(workdir), *TUNE_ARGS),
+            command,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=_env(),
@@ -166,7 +183,7 @@ def _kill_at(
             # Ledger(path) would create a missing file: wait for the bot to create it
             if ledger is None and ledger_path.exists():
                 ledger = Ledger(ledger_path)
-            if ledger is not None and any(trigger(e) for e in ledger.events()):
+            if ledger is not None and any(trigger(e) for e in ledger.events()[already:]):
                 os.kill(bot.pid, signal.SIGKILL)
                 break
             assert bot.poll() is None, f"the bot ended before the trigger:\n{log.read_text()}"
@@ -211,19 +228,14 @@ def recipe(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any) -> Path:
     return path
 
 
-@pytest.fixture(scope="module", params=list(SCENARIOS))
-def killed(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, recipe: Path
-) -> Iterator[Killed]:
-    name: str = request.param
+def _kill_once(name: str, command: list[str], workdir: Path, log: Path) -> Kill:
+    """Kill the bot ``command`` starts at the phase ``name``; wait as the scenario says."""
     scenario = SCENARIOS[name]
-    base = tmp_path_factory.mktemp(f"killed-{name}")
-    workdir, log = base / "campaign", base / "bot.log"
 
     def trigger(e: LedgerEvent) -> bool:
         return e.kind in scenario.kinds and e.payload.get("trial") == scenario.trial
 
-    killed_rc, at_kill = _kill_at(recipe, workdir, log, trigger)
+    killed_rc, at_kill = _kill_at(command, workdir, log, trigger)
     launched = _of(at_kill, "trial_launched", scenario.trial)
     supervisor_alive = exit_at_kill = False
     if launched:
@@ -232,18 +244,27 @@ def killed(
         exit_at_kill = (Path(handle["workdir"]) / EXIT_FILE).exists()
         if scenario.wait_for_exit:
             _wait_for(Path(handle["workdir"]) / EXIT_FILE)
-    resume_started = time.time()
+    return Kill(name, scenario, killed_rc, at_kill, supervisor_alive, exit_at_kill, time.time())
+
+
+@pytest.fixture(scope="module", params=list(CHAINS))
+def killed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, recipe: Path
+) -> Iterator[Killed]:
+    name: str = request.param
+    base = tmp_path_factory.mktemp(f"killed-{name}")
+    workdir, log = base / "campaign", base / "bot.log"
+    command = _attune("tune", str(recipe), "--workdir", str(workdir), *TUNE_ARGS)
+    kills = []
+    for phase in CHAINS[name]:
+        kills.append(_kill_once(phase, command, workdir, log))
+        command = _attune("tune", "--resume", str(workdir))
     resumed_rc = _resume(workdir, log)
     events, verify_ok = _read(workdir)
     yield Killed(
         name=name,
-        scenario=scenario,
+        kills=kills,
         workdir=workdir,
-        killed_rc=killed_rc,
-        at_kill=at_kill,
-        supervisor_alive_at_kill=supervisor_alive,
-        exit_file_at_kill=exit_at_kill,
-        resume_started=resume_started,
         resumed_rc=resumed_rc,
         log=log.read_text(errors="replace"),
         events=events,
@@ -272,8 +293,13 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory, recipe: Path) -> Uni
 
 
 def test_the_kill_landed_in_the_intended_phase(killed: Killed) -> None:
+    for kill in killed.kills:
+        _landed_in_phase(kill)
+
+
+def _landed_in_phase(killed: Kill) -> None:
     s, at_kill = killed.scenario, killed.at_kill
-    assert killed.killed_rc == -signal.SIGKILL
+    assert killed.killed_rc == -signal.SIGKILL, killed.name
     kinds = [e.kind for e in at_kill]
     assert "campaign_stopped" not in kinds
     assert any(_of(at_kill, kind, s.trial) for kind in s.kinds), "the trigger is in the ledger"
@@ -300,9 +326,10 @@ def test_resume_finishes_and_keeps_every_event(killed: Killed) -> None:
     assert killed.verify_ok
     kinds = [e.kind for e in killed.events]
     assert kinds.count("campaign_stopped") == 1 and kinds[-1] == "campaign_stopped"
-    # nothing lost: what the killed bot wrote is the unchanged prefix of the final chain
-    prefix = killed.events[: len(killed.at_kill)]
-    assert [e.hash for e in prefix] == [e.hash for e in killed.at_kill]
+    # nothing lost: what each killed bot wrote is the unchanged prefix of the final chain
+    for kill in killed.kills:
+        prefix = killed.events[: len(kill.at_kill)]
+        assert [e.hash for e in prefix] == [e.hash for e in kill.at_kill], kill.name
     assert not _payloads(killed.events, "trial_abandoned")
 
 
@@ -314,7 +341,7 @@ def test_every_launch_is_charged_exactly_once(killed: Killed) -> None:
     assert set(finished) == set(launched)
     assert set(finished.values()) == {1}, f"charged twice: {finished}"
     reconciled = {p["trial"] for p in _payloads(events, "trial_finished") if p["reconciled"]}
-    assert reconciled == ({killed.scenario.trial} if killed.scenario.in_flight else set())
+    assert reconciled == {k.scenario.trial for k in killed.kills if k.scenario.in_flight}
 
 
 def test_ledger_charges_equal_the_real_allocations(killed: Killed) -> None:
@@ -333,16 +360,18 @@ def test_ledger_charges_equal_the_real_allocations(killed: Killed) -> None:
         assert finished[trial]["released_at"] == released
         truth = (released - allocated) * launch["devices"]
         assert charged[trial] == pytest.approx(truth, abs=1e-6), trial
-    if killed.scenario.in_flight:
-        trial = killed.scenario.trial
-        killed_at = killed.at_kill[-1].time
+    for kill in killed.kills:
+        if not kill.scenario.in_flight:
+            continue
+        trial = kill.scenario.trial
+        killed_at = kill.at_kill[-1].time
         record = _of(events, "trial_finished", trial)[0]
         # allocated by the killed bot, recorded by the resumed one
-        assert finished[trial]["allocated_at"] < killed_at < killed.resume_started
-        assert record.time > killed.resume_started
-        if killed.scenario.wait_for_exit:
+        assert finished[trial]["allocated_at"] < killed_at < kill.resume_started
+        assert record.time > kill.resume_started
+        if kill.scenario.wait_for_exit:
             # it ended while no bot was alive: charged to that release, not to the resume
-            assert finished[trial]["released_at"] < killed.resume_started
+            assert finished[trial]["released_at"] < kill.resume_started
 
 
 def test_calibration_ends_with_five_ok_runs(killed: Killed) -> None:
