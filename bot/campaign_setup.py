@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bot.agents.random_search import RandomSearchAgent
 from bot.agents.rules import RulesAgent
 from bot.campaign import Campaign
 from bot.campaign_core import Progress
@@ -23,7 +24,18 @@ from gate.registry import Registry, load_registry
 from runners.adapters import get_adapter
 from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
 
-AGENTS: dict[str, Callable[[], Agent]] = {"rules": RulesAgent}
+
+def _tpe() -> Agent:
+    from bot.agents.tpe import TPEAgent  # optuna only when asked for
+
+    return TPEAgent()
+
+
+AGENTS: dict[str, Callable[[], Agent]] = {
+    "rules": RulesAgent,
+    "random": lambda *_: RandomSearchAgent(),  # baselines: docs/tuner-bench.md
+    "tpe": lambda *_: _tpe(),
+}
 """``--agent`` / ``agent=`` names and how each agent is made."""
 CALIBRATION_RUNS = 5
 MAX_TRIALS = 20
