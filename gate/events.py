@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.event_base import Event as Event  # re-exported: every kind derives from it
 from gate.events_agent import AgentAssumption, ModelCalled
+from gate.events_lessons import LessonsProposed
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
 Role = Literal["calibration", "profile", "candidate"]
@@ -277,18 +278,6 @@ class CampaignStopped(Event):
 class CampaignResumed(Event):
     KIND = "campaign_resumed"
     by: str
-
-
-class LessonsProposed(Event):
-    """The end of a campaign: the lessons it proposes, as a pull request for review."""
-
-    KIND = "lessons_proposed"
-    lessons: list[str]
-    """Ids of the proposed lessons (empty: nothing the trials support; no pull request)."""
-    pr: int | None = None
-    branch: str | None = None
-    path: str | None = None
-    """The lesson file the pull request adds (``registry/lessons/<campaign>.yaml``)."""
 
 
 MODELS: dict[str, type[Event]] = {

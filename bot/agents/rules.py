@@ -7,6 +7,11 @@ lever. It asks for a profile when it has none for the incumbent, never proposes 
 configuration already launched, backs off a direction that crashed or ran out of memory, and
 stops when the budget cannot cover another trial or when every lever it knows is ruled out,
 listing why for each.
+
+With the experience bank (``AgentView.lessons``: accepted lessons whose scope matches the
+campaign), a move an ``effect: faster`` lesson backs goes first, by its measured gain, and a move
+a ``slower`` or ``fails`` lesson describes is skipped; the hypothesis names the lessons it used
+(``Proposal.lessons_used``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agents.gpu_moves import megatron_moves, torchtitan_moves
+from bot.agents.lesson_use import cite, direction, lesson_about
 from bot.agents.moves import Move, MoveCatalogue, embedded_moves
 from bot.interfaces import (
     AgentView,
@@ -44,19 +50,13 @@ def bottleneck(view: AgentView) -> str:
     return max(fractions, key=lambda k: fractions[k])
 
 
-def _direction(old: object, new: object) -> str:
-    if isinstance(old, int | float) and isinstance(new, int | float):
-        return "up" if new > old else "down"
-    return f"={new}"
-
-
 def blocked_directions(history: list[HistoryItem]) -> dict[tuple[str, str], str]:
     """(key, direction) -> trial that failed that way: the agent backs off these."""
     blocked = {}
     for item in history:
         if item.status in FAILED:
             for key, (old, new) in item.changes.items():
-                blocked[(key, _direction(old, new))] = item.trial
+                blocked[(key, direction(old, new))] = item.trial
     return blocked
 
 
@@ -83,8 +83,16 @@ class RulesAgent:
         if make is None:
             return Stop(reason="exhausted", evidence=[f"no rules for {view.framework}"])
         moves = make(dict(view.incumbent_values), view.cores)
-        # the bottleneck's moves first, each group by expected gain
-        moves.sort(key=lambda m: (neck not in m.bottlenecks, -m.expected_gain_pct))
+        values = view.incumbent_values
+        lessons = {id(m): lesson_about(m.changes, values, view.lessons) for m in moves}
+
+        def backed(m: Move) -> float:
+            lesson = lessons[id(m)]
+            return lesson.gain_pct if lesson is not None and lesson.effect == "faster" else 0.0
+
+        # moves a lesson backs first (by its measured gain), then the bottleneck's moves,
+        # each group by expected gain
+        moves.sort(key=lambda m: (-backed(m), neck not in m.bottlenecks, -m.expected_gain_pct))
         blocked = blocked_directions(view.history)
         lost = {
             (k, repr(new)): item
@@ -92,23 +100,38 @@ class RulesAgent:
             if item.decision == "close"
             for k, (_, new) in item.changes.items()
         }
-        evidence = []
+        evidence: list[str] = []
+        skipped: list[str] = []
         for move in moves:
             label = ", ".join(f"{k}={v}" for k, v in move.changes.items())
             old = {k: view.incumbent_values[k] for k in move.changes}
+            lesson = lessons[id(move)]
+            if lesson is not None and lesson.effect != "faster":
+                evidence.append(f"{label}: {cite(lesson)}")
+                skipped.append(lesson.id)
+                continue
             why = self._ruled_out(move, old, blocked, lost, probe_of, tried, view)
             if why:
                 evidence.append(f"{label}: {why}")
                 continue
+            mechanism = (
+                f"{neck} is {getattr(view.profile, neck):.0%} of the step; " + move.mechanism
+            )
+            expected = move.expected_gain_pct
+            if lesson is not None:
+                mechanism += f". Backed by {cite(lesson)}"
+                expected = lesson.gain_pct if lesson.gain_pct > 0 else expected
+            if skipped:
+                mechanism += f". Skipped what lessons {', '.join(skipped)} say loses"
             return Proposal(
                 lever=list(move.changes),
                 changes={k: (old[k], v) for k, v in move.changes.items()},
                 coupled=move.coupled,
                 bottleneck=neck,
-                mechanism=f"{neck} is {getattr(view.profile, neck):.0%} of the step; "
-                + move.mechanism,
-                expected_gain_pct=move.expected_gain_pct,
+                mechanism=mechanism,
+                expected_gain_pct=expected,
                 sources=[view.layout_sources.get(k, "-") for k in move.changes],
+                lessons_used=([lesson.id] if lesson is not None else []) + skipped,
             )
         if not moves:
             evidence.append("every lever is already at its fastest known setting")
@@ -127,7 +150,7 @@ class RulesAgent:
         for key, new in move.changes.items():
             if key not in view.layout_sources:
                 return "not a layout key in the registry"
-            trial = blocked.get((key, _direction(old[key], new)))
+            trial = blocked.get((key, direction(old[key], new)))
             if trial:
                 return f"{trial} failed moving {key} this way; backing off"
             item = lost.get((key, repr(new)))

@@ -1,0 +1,35 @@
+"""How the rules agent uses the experience bank: which accepted lesson speaks for or against a
+move, so lesson-backed moves go first and moves a lesson says lose are skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.lesson_view import LessonView
+
+
+def direction(old: object, new: object) -> str:
+    """How a move changes one key: ``up`` or ``down`` for numbers, ``=value`` otherwise
+    (``=false`` for a boolean switched off), the way lessons write their levers."""
+    if isinstance(old, bool) or isinstance(new, bool):
+        return f"={str(new).lower()}"
+    if isinstance(old, int | float) and isinstance(new, int | float):
+        return "up" if new > old else "down"
+    return f"={new}"
+
+
+def lesson_about(
+    changes: dict[str, Any], old: dict[str, Any], lessons: list[LessonView]
+) -> LessonView | None:
+    """The lesson whose levers are exactly this move's keys, each moved its way; the one with
+    the most evidence (then the largest measured change) when several are."""
+    moves = {k: direction(old[k], new) for k, new in changes.items()}
+    found = [lesson for lesson in lessons if lesson.levers == moves]
+    found.sort(key=lambda lesson: (-lesson.trials, -abs(lesson.gain_pct)))
+    return found[0] if found else None
+
+
+def cite(lesson: LessonView) -> str:
+    """The lesson as a hypothesis names it."""
+    runs = f"{lesson.trials} trial{'s' if lesson.trials != 1 else ''}"
+    return f"lesson {lesson.id} ({runs}, {lesson.gain_pct:+.1f}%): {lesson.claim}"

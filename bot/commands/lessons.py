@@ -1,0 +1,117 @@
+"""``attune lessons list|audit``: the experience bank (``registry/lessons/``, docs/lessons.md).
+
+attune lessons list
+attune lessons audit                       # exit 1 when some lesson must be retired
+attune lessons audit --bank DIR --root DIR
+
+The audit reads every ledger a lesson cites (paths relative to ``--root``, the attune checkout
+by default), the installed framework versions and their registries; the checks themselves are
+``bot.lessons_audit``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from bot.campaign_state import CampaignState, fold
+from bot.console import console
+from bot.lessons import BANK_DIR, Lesson, load_bank
+from bot.lessons_audit import Audit, audit
+from gate.errors import AttuneError
+from gate.ledger import Ledger
+from gate.registry import load_registry
+
+ROOT = BANK_DIR.parent.parent
+DISTRIBUTIONS = {"megatron": "megatron-core", "torchtitan": "torchtitan"}
+"""Framework -> the package whose installed version the scope is checked against."""
+
+
+def installed_version(framework: str) -> str | None:
+    """The framework version this attune resolves recipes with; None when not installed."""
+    if framework == "embedded":
+        from runners.embedded.config import WORKLOAD_VERSION
+
+        return WORKLOAD_VERSION
+    try:
+        return version(DISTRIBUTIONS.get(framework, framework))
+    except PackageNotFoundError:
+        return None
+
+
+def layout_keys(framework: str, installed: str) -> set[str] | None:
+    try:
+        registry = load_registry(framework, installed)
+    except AttuneError:
+        return None
+    return {k for k, e in registry.data.keys.items() if e.key_class == "layout"}
+
+
+def read_campaign(root: Path, ledger: str, campaign: str) -> CampaignState | str:
+    """The cited campaign folded from its ledger, or why it cannot be read."""
+    path = Path(ledger) if Path(ledger).is_absolute() else root / ledger
+    if not path.is_file():
+        return f"the ledger {ledger} does not exist"
+    try:
+        with Ledger(path) as opened:
+            if campaign not in opened.campaigns():
+                return f"no campaign {campaign} in {ledger}"
+            if not opened.verify().ok:
+                return f"{ledger}: its hash chain is broken"
+            return fold(campaign, opened.events(campaign))
+    except AttuneError as exc:
+        return f"{ledger}: {exc}"
+
+
+def audit_bank(bank: list[tuple[str, Lesson]], root: Path) -> list[Audit]:
+    campaigns: dict[tuple[str, str], CampaignState | str] = {}
+    for _, lesson in bank:
+        for cited in lesson.evidence:
+            key = (cited.ledger, cited.campaign)
+            if key not in campaigns:
+                campaigns[key] = read_campaign(root, *key)
+    out = []
+    for file, lesson in bank:
+        framework = lesson.scope.framework
+        installed = installed_version(framework)
+        keys = layout_keys(framework, installed) if installed else None
+        out.append(audit(file, lesson, campaigns, installed, keys))
+    return out
+
+
+def _rel(path: str, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return path
+
+
+def lessons_audit(bank_dir: Path | None = None, root: Path | None = None) -> int:
+    """Print each lesson's verdict; 1 when some lesson must be retired, else 0."""
+    root = root or ROOT
+    results = audit_bank(load_bank(bank_dir), root)
+    for r in results:
+        verdict = "retired" if r.status == "retired" else ("RETIRE" if r.retire else "holds")
+        style = {"RETIRE": "red", "holds": "green"}.get(verdict, "dim")
+        console.print(f"[{style}]{verdict}[/] {r.lesson} ({r.status}, {_rel(r.file, root)})")
+        for line in r.problems:
+            console.print(f"    - {line}", markup=False)
+        for line in r.notes:
+            console.print(f"    note: {line}", markup=False)
+    to_retire = [r.lesson for r in results if r.retire]
+    if to_retire:
+        console.print(f"to retire ({len(to_retire)}): {', '.join(to_retire)}", markup=False)
+        return 1
+    console.print(f"{len(results)} lesson(s) audited: none to retire")
+    return 0
+
+
+def lessons_list(bank_dir: Path | None = None) -> int:
+    for _, lesson in load_bank(bank_dir):
+        scope = lesson.scope
+        console.print(
+            f"{lesson.id} [{lesson.status}] {lesson.effect} "
+            f"({scope.framework} {scope.versions}, {', '.join(scope.hardware)}): {lesson.claim}",
+            markup=False,
+        )
+    return 0

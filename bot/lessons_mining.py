@@ -1,0 +1,114 @@
+"""What a finished campaign proposes to the experience bank (pure: from its folded state).
+
+A candidate that was merged (it beat the noise threshold) says its move is faster; one closed
+as slower by more than the threshold says it is slower; one whose run failed (crash, out of
+memory, NaN) says it fails. A change within the noise, a gate rejection or an interrupted run
+teaches nothing and proposes nothing. Each lesson is proposed with a narrow scope (this
+framework version, this hardware, model sizes within 2x of this one) for the reviewer to
+widen, and ``status: proposed``: only a reviewer makes it ``accepted``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from bot.agents.lesson_use import direction
+from bot.campaign_state import CampaignState, TrialRecord
+from bot.lesson_view import Effect
+from bot.lessons import CampaignFacts, Evidence, Lesson, ParamRange, Scope
+
+FAILED = ("failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died")
+
+
+def _size(params: float) -> str:
+    for suffix, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if params >= scale:
+            return f"{params / scale:.3g}{suffix}"
+    return f"{params:.0f}"
+
+
+def _moves(changes: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items())
+
+
+def lesson_id(campaign: str, trial: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", f"{campaign}-{trial}".lower()).strip("-._")
+
+
+def _outcome(record: TrialRecord) -> tuple[Effect, float | None, float] | None:
+    """(effect, measured change in percent, threshold in percent), or None: nothing learnt."""
+    judged, finished = record.judged or {}, record.finished or {}
+    threshold = 100 * float(judged.get("threshold") or 0.0)
+    if finished.get("interrupted") or record.gate_verdict == "reject":
+        return None
+    if finished.get("status") in FAILED:
+        return "fails", None, threshold
+    gain = judged.get("gain")
+    if gain is None:
+        return None
+    pct = round(100 * float(gain), 2)
+    if judged.get("decision") == "merge":
+        return "faster", pct, threshold
+    if pct <= -threshold:
+        return "slower", pct, threshold
+    return None
+
+
+def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Lesson]:
+    """The lessons ``state``'s candidates support, citing ``ledger`` (its path as the campaign
+    wrote it; the reviewer commits the ledger and points the evidence at it)."""
+    scope = Scope(
+        framework=facts.framework,
+        versions=f"=={facts.version}",
+        hardware=[facts.hardware or "any"],
+        model_params=(
+            ParamRange(min=facts.model_params / 2, max=facts.model_params * 2)
+            if facts.model_params
+            else None
+        ),
+    )
+    where = f"{facts.framework} {facts.version}, {facts.hardware or 'any hardware'}"
+    if facts.model_params:
+        where += f", a ~{_size(facts.model_params)}-parameter model"
+    out = []
+    for record in state.candidates:
+        proposal, outcome = record.proposal or {}, _outcome(record)
+        if outcome is None or not proposal.get("changes"):
+            continue
+        effect, pct, threshold = outcome
+        changes = proposal["changes"]
+        if effect == "fails":
+            status = (record.finished or {}).get("status")
+            claim = f"{_moves(changes)} makes the run fail ({status}) on {where}"
+        else:
+            claim = (
+                f"{_moves(changes)} makes tokens/s/device {effect} on {where}: {pct:+.1f}% "
+                f"against the incumbent, beyond the {threshold:.1f}% noise threshold"
+            )
+        out.append(
+            Lesson(
+                id=lesson_id(state.campaign, record.trial),
+                status="proposed",
+                claim=claim,
+                levers={k: direction(old, new) for k, (old, new) in changes.items()},
+                effect=effect,
+                min_gain_pct=round(threshold, 1) if effect != "fails" else 0.0,
+                bottleneck=proposal.get("bottleneck"),
+                scope=scope,
+                evidence=[
+                    Evidence(
+                        ledger=ledger, campaign=state.campaign, trial=record.trial, delta_pct=pct
+                    )
+                ],
+            )
+        )
+    return out
+
+
+def lesson_file(lessons: list[Lesson]) -> str:
+    """The YAML of a lesson file holding ``lessons``."""
+    body = {"lessons": [lesson.model_dump(mode="json", exclude_none=True) for lesson in lessons]}
+    return yaml.safe_dump(body, sort_keys=False, width=100)
