@@ -9,6 +9,7 @@ defaults are defined here and nowhere else.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bot.agents.random_search import RandomSearchAgent
@@ -25,18 +26,59 @@ from runners.adapters import get_adapter
 from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
 
 
+@dataclass(frozen=True)
+class AgentContext:
+    """What an agent may need besides its view: the campaign's ledger (the Claude agent
+    records its model calls there), its name, registry and framework version."""
+
+    ledger: Ledger
+    campaign: str
+    registry: Registry
+    framework: str
+    framework_version: str
+
+
+def _claude(context: AgentContext) -> Agent:
+    from bot.agents.claude.factory import claude_agent  # anthropic only when asked for
+
+    return claude_agent(
+        context.ledger,
+        context.campaign,
+        context.registry,
+        context.framework,
+        context.framework_version,
+    )
+
+
 def _tpe() -> Agent:
     from bot.agents.tpe import TPEAgent  # optuna only when asked for
 
     return TPEAgent()
 
 
-AGENTS: dict[str, Callable[[], Agent]] = {
-    "rules": RulesAgent,
+AGENTS: dict[str, Callable[[AgentContext], Agent]] = {
+    "rules": lambda context: RulesAgent(),
+    "claude": _claude,
     "random": lambda *_: RandomSearchAgent(),  # baselines: docs/tuner-bench.md
     "tpe": lambda *_: _tpe(),
 }
 """``--agent`` / ``agent=`` names and how each agent is made."""
+
+
+def agent_problem(agent: str) -> str | None:
+    """Why ``agent`` cannot tune here (unknown, or the Claude agent without its key)."""
+    if agent not in AGENTS:
+        return f"unknown agent {agent!r} (known: {', '.join(AGENTS)})"
+    if agent == "claude":
+        from bot.agents.claude.settings import load_settings
+
+        try:
+            load_settings()
+        except AttuneError as exc:
+            return str(exc)
+    return None
+
+
 CALIBRATION_RUNS = 5
 MAX_TRIALS = 20
 
@@ -65,8 +107,9 @@ def open_campaign(
     writes nothing. ``origin`` holds GitHub mode's fields (repo, pr, head_sha, by, ...)."""
     if budget_hours <= 0:
         raise AttuneError(f"the budget must be positive device-hours, got {budget_hours:g}")
-    if agent not in AGENTS:
-        raise AttuneError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    problem = agent_problem(agent)
+    if problem:
+        raise AttuneError(problem)
     if steps < 2 or not 0 <= warmup < steps:
         raise AttuneError(f"need 0 <= warmup < steps and steps >= 2, got {warmup} and {steps}")
     if ledger.events(name):
@@ -115,7 +158,10 @@ def build_campaign(
         ledger=ledger,
         forge=forge,
         executor=executor(registry, params),
-        agent=agent or AGENTS[params.agent](),
+        agent=agent
+        or AGENTS[params.agent](
+            AgentContext(ledger, name, registry, effective.framework, effective.framework_version)
+        ),
         registry=registry,
         progress=progress,
         stop_requested=stop_requested,

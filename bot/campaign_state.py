@@ -87,6 +87,10 @@ class CampaignState(BaseModel):
     """Fingerprints of every effective config gated or started: the agent never repeats one."""
     acting_for: str | None = None
     """Who the campaign acts for: the user who started it, or who last resumed it."""
+    llm: dict[str, float] = Field(default_factory=dict)
+    """The LLM agent's model calls: ``calls``, ``input_tokens``, ``output_tokens``, ``cost_usd``."""
+    assumptions: list[str] = Field(default_factory=list)
+    """The questions the LLM agent was told to answer with the default (``agent_assumption``)."""
 
     def trial(self, trial: str) -> TrialRecord:
         return self.trials.setdefault(trial, TrialRecord(trial=trial))
@@ -184,6 +188,12 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
         elif kind == "campaign_resumed":
             state.stopped = None
             state.acting_for = p["by"] or state.acting_for
+        elif kind == "model_called":
+            for key in ("input_tokens", "output_tokens", "cost_usd"):
+                state.llm[key] = state.llm.get(key, 0) + p[key]
+            state.llm["calls"] = state.llm.get("calls", 0) + 1
+        elif kind == "agent_assumption":
+            state.assumptions.append(p["question"])
         elif "trial" in p:
             _fold_trial(state, kind, p)
     state.spent_device_seconds = sum((t.device_seconds for t in state.trials.values()), 0.0)

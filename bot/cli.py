@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="run a tuning campaign (or --resume one)")
     tune.add_argument("recipe", type=Path, nargs="?")
     tune.add_argument("--budget", type=float, help="device-hours the campaign may spend")
-    tune.add_argument("--agent", default="rules", help="who proposes candidates (rules)")
+    tune.add_argument(
+        "--agent",
+        default="rules",
+        help="who proposes candidates: rules, or claude (needs ANTHROPIC_API_KEY)",
+    )
     tune.add_argument("--workdir", type=Path, help="default: runs/tune-<recipe>-<time>")
     tune.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR")
     tune.add_argument("--steps", type=int, default=DEFAULT_STEPS)

@@ -215,7 +215,8 @@ class ProfileRequest(BaseModel):
 
 
 class Stop(BaseModel):
-    reason: Literal["budget", "exhausted", "max_trials"]
+    reason: Literal["budget", "exhausted", "max_trials", "agent_error", "agent_spend_cap"]
+    """``agent_*``: the LLM agent's API failed past its retries or its spend cap is reached."""
     evidence: list[str]
     """What was considered and why nothing is left (one line per lever option)."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.campaign_state import CampaignState, TrialRecord, fold
-from bot.render.text import harness_note
+from bot.render.text import harness_note, llm_line
 from bot.report_model import (
     NO_CHANGE,
     CampaignReport,
@@ -52,6 +52,8 @@ def report_of(state: CampaignState) -> CampaignReport:
         evidence=[str(x) for x in stopped.get("evidence") or []],
         harness=state.harness[0],
         overridden=state.harness[1],
+        llm=state.llm,
+        assumptions=state.assumptions,
     )
     for record in state.trials.values():
         if record.role == "candidate":
@@ -225,6 +227,11 @@ def render_markdown(report: CampaignReport) -> str:
     if r.budget_device_hours is not None:
         left = r.budget_device_hours - r.device_hours
         out += [f"- budget: {r.budget_device_hours:.4f} GPU-hours", f"- left: {left:.4f} GPU-hours"]
+    if r.llm:
+        out += [f"- LLM agent: {llm_line(r.llm)}"]
+    if r.assumptions:
+        out += ["", "## Assumptions the agent made", ""]
+        out += [f"- {' '.join(q.split())[:300]}: took the default" for q in r.assumptions]
     out += ["", "## Stopped", ""]
     if r.stopped:
         out += [f"Reason: {r.stop_reason or '-'}", ""] + [f"- {x}" for x in r.evidence]

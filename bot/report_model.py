@@ -110,3 +110,7 @@ class CampaignReport(BaseModel):
     """The recipe's own arguments the harness replaced."""
     recipe_diff: str = ""
     """Unified diff baseline -> tuned recipe; empty when no change was merged."""
+    llm: dict[str, float] = Field(default_factory=dict)
+    """The LLM agent's calls, tokens and dollars (``CampaignState.llm``); empty without one."""
+    assumptions: list[str] = Field(default_factory=list)
+    """Questions the LLM agent asked and was told to answer with the default."""

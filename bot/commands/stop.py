@@ -22,6 +22,8 @@ from gate.errors import AttuneError
 from gate.ledger import Ledger
 
 STOP_FILE = "stop-requested"
+RESUMABLE = ("requested", "agent_error", "agent_spend_cap")
+"""Stops ``--resume`` reopens: a stop request, the LLM agent's API failing, its spend cap."""
 
 
 def stop(workdir: Path) -> int:
@@ -44,7 +46,7 @@ def withdraw(ledger: Ledger, name: str, workdir: Path) -> None:
     """On ``--resume``: forget a stop request, and reopen a campaign it stopped."""
     (workdir / STOP_FILE).unlink(missing_ok=True)
     stopped = fold(name, ledger.events(name)).stopped
-    if stopped is not None and stopped.get("reason") == "requested":
+    if stopped is not None and stopped.get("reason") in RESUMABLE:
         ledger.append(name, "campaign_resumed", {"by": getpass.getuser()})
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
-from bot.campaign_setup import AGENTS, build_campaign, open_campaign
+from bot.campaign_setup import agent_problem, build_campaign, open_campaign
 from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.console import console
@@ -80,8 +80,9 @@ def open_new(
         raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
     if budget_hours <= 0:
         raise AttuneError(f"--budget must be positive device-hours, got {budget_hours}")
-    if agent not in AGENTS:
-        raise AttuneError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    problem = agent_problem(agent)  # the claude agent without its key says how to set one
+    if problem:
+        raise AttuneError(problem)
     recipe = load_recipe(recipe_path)  # an unreadable or malformed file names itself here
     get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
     if (workdir / "ledger.db").exists():

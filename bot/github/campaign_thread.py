@@ -31,7 +31,9 @@ from runners.backends import make_backend
 
 log = logging.getLogger("attune.github")
 
-RESUMABLE: frozenset[StopReason] = frozenset({"requested", "error", "permission"})
+RESUMABLE: frozenset[StopReason] = frozenset(
+    {"requested", "error", "permission", "agent_error", "agent_spend_cap"}
+)
 """Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
 
 

@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any
 
-from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, open_campaign
+from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, agent_problem, open_campaign
 from bot.campaign_state import CampaignState, fold
 from bot.forges.github import PullContext
 from bot.github.campaign_thread import RESUMABLE, Running, run_campaign
@@ -131,6 +131,9 @@ class GitHubCampaigns:
         done = self._opened_by_comment(ctx)
         if done is not None:
             return replies.started_by_this_comment(done)
+        problem = agent_problem(command.agent or "rules")  # agent=claude without its key
+        if problem:
+            return replies.agent_unavailable(command.agent or "rules", problem)
         screened = screen_recipe(ctx)
         if isinstance(screened, str):
             return screened

@@ -80,6 +80,10 @@ def moved_while_screening(head: str, now: str) -> str:
     )
 
 
+def agent_unavailable(agent: str, problem: str) -> str:
+    return f"`agent={agent}` cannot tune on this bot: {problem}. Nothing was started."
+
+
 def not_a_recipe(path: str, head: str, problem: str) -> str:
     return f"`{path}` at {head[:7]} is not a recipe attune can tune: {problem}"
 

@@ -158,7 +158,7 @@ CAMPAIGN_COMMENT = """\
 |---|---|---|---|---|---|---|
 {rows}
 
-**Budget:** {spent_h:.4f} of {budget_h:.4f} GPU-hours spent, {left_h:.4f} left.
+**Budget:** {spent_h:.4f} of {budget_h:.4f} GPU-hours spent, {left_h:.4f} left.{llm}
 """
 
 
@@ -222,6 +222,14 @@ def cost_comment(*, trial_s: float, status: str, spent_s: float, budget_h: float
     )
 
 
+def llm_line(llm: dict[str, float]) -> str:
+    """The LLM agent's use: calls, tokens and dollars (``CampaignState.llm``)."""
+    return (
+        f"{llm.get('calls', 0):.0f} model calls, {llm.get('input_tokens', 0):,.0f} input + "
+        f"{llm.get('output_tokens', 0):,.0f} output tokens, ${llm.get('cost_usd', 0):.4f}"
+    )
+
+
 def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
     """The one campaign comment on the tuned pull request: trials, noise, budget."""
     rows = []
@@ -243,7 +251,9 @@ def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
     if state.speedup is not None:
         status += f" Incumbent `{state.incumbent}`: {state.speedup:.2f}x the baseline."
     spent_h = state.spent_device_seconds / 3600
+    llm = f" LLM agent: {llm_line(state.llm)}." if state.llm else ""
     return CAMPAIGN_COMMENT.format(
+        llm=llm,
         campaign=state.campaign,
         status_line=status,
         noise=(

@@ -1,0 +1,213 @@
+"""Carry out one tool call of the model against the campaign (read-only) and the checks.
+
+A call returns an ``Outcome``: the ``tool_result`` text, whether it is an error the model
+should correct, and for ``propose``, ``request_profile`` and ``stop`` the decision once every
+check passed. Tool calls are pure reads, so replaying a conversation runs them again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.agents.claude import checks
+from bot.agents.claude.catalogue import coupled_splits, remaining_moves
+from bot.agents.claude.source_tree import SourceError, SourceTree
+from bot.agents.claude.tool_specs import INPUTS, GetMemory, Propose, StopInput
+from bot.campaign_state import CampaignState
+from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
+from gate.registry import Registry
+
+Decision = Proposal | ProfileRequest | Stop
+
+
+@dataclass
+class Outcome:
+    text: str
+    is_error: bool = False
+    decision: Decision | None = None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=1, default=str)
+
+
+@dataclass
+class ToolBox:
+    view: AgentView
+    probe_of: ProbeOf
+    tried: set[str]
+    registry: Registry
+    tree: SourceTree
+    state: CampaignState
+    read: set[tuple[str, int]] = field(default_factory=set)
+    """Source lines this conversation has shown the model: only those may be cited."""
+
+    def call(self, name: str, raw: Any) -> Outcome:
+        model = INPUTS.get(name)
+        if model is None:
+            return Outcome(f"no tool {name!r}; the tools are {', '.join(INPUTS)}", True)
+        try:
+            args = model.model_validate(raw if isinstance(raw, dict) else {"": raw})
+        except ValidationError as exc:
+            errs = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+            )
+            return Outcome(f"malformed input for {name}: {errs}", True)
+        try:
+            handler = getattr(self, f"_{name}")
+            result: Outcome = handler(args)
+        except SourceError as exc:
+            return Outcome(str(exc), True)
+        return result
+
+    # --- reads ---
+
+    def _read_source(self, a: Any) -> Outcome:
+        text, shown = self.tree.read(a.path, a.start, a.end)
+        self.read.update((a.path, n) for n in shown)
+        return Outcome(text)
+
+    def _grep_source(self, a: Any) -> Outcome:
+        hits = self.tree.grep(a.pattern, a.path)
+        self.read.update((p, n) for p, n, _ in hits)
+        if not hits:
+            return Outcome(f"no line of {a.path or self.tree.package} matches {a.pattern!r}")
+        return Outcome("\n".join(f"{p}:{n}: {t}" for p, n, t in hits))
+
+    def _get_registry(self, a: Any) -> Outcome:
+        entry = self.registry.entry(a.key)
+        if entry is None:
+            close = difflib.get_close_matches(a.key, list(self.registry.data.keys), n=5)
+            return Outcome(f"{a.key} is not in the registry; close: {', '.join(close)}", True)
+        info: dict[str, Any] = entry.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        bugs = [f"{b}: {bug.reason}" for b, bug in self.registry.bugs.items() if bug.matches(a.key)]
+        if bugs:
+            info["known_bugs"] = bugs
+        return Outcome(_json({a.key: info}))
+
+    def _get_history(self, a: Any) -> Outcome:
+        trials = []
+        for t in self.state.trials.values():
+            f, j = t.finished or {}, t.judged or {}
+            row: dict[str, Any] = {"trial": t.trial, "role": t.role}
+            if t.proposal:
+                row["changes"] = t.proposal.get("changes")
+            row.update(gate=t.gate_verdict, status=f.get("status"), score=f.get("score"))
+            row.update(decision=j.get("decision"), gain=j.get("gain"), reason=j.get("reason"))
+            if f.get("error"):
+                row["error"] = str(f["error"]).strip().splitlines()[0][:300]
+            if t.refused:
+                row["refused"] = t.refused.get("message")
+            trials.append({k: v for k, v in row.items() if v is not None})
+        v = self.view
+        summary = {
+            "incumbent": v.incumbent,
+            "noise_threshold": v.threshold,
+            "budget_left_device_s": round(v.budget_left_s, 1),
+            "next_trial_forecast_device_s": round(v.forecast_s, 1),
+            "trials": trials,
+        }
+        return Outcome(_json(summary))
+
+    def _get_profile(self, a: Any) -> Outcome:
+        profile = self.state.profiles.get(a.trial)
+        record = self.state.trials.get(a.trial)
+        if profile is None and record and record.finished and record.finished.get("profile"):
+            return Outcome(_json(record.finished["profile"]))
+        if profile is None:
+            have = ", ".join(self.state.profiles) or "none"
+            return Outcome(f"no profile of {a.trial} (profiled incumbents: {have})", True)
+        return Outcome(_json(profile.model_dump()))
+
+    def _get_memory(self, a: GetMemory) -> Outcome:
+        probe = self.probe_of(dict(a.changes))
+        if probe is None:
+            return Outcome("the framework's validation rejects these changes", True)
+        verdict = probe.memory or "no memory model for this framework"
+        return Outcome(_json({"fits": probe.fits, "memory": verdict}))
+
+    # --- decisions ---
+
+    def _propose(self, a: Propose) -> Outcome:
+        problems = checks.missing_fields(a.model_dump())
+        changes = a.changes or {}
+        keys = list(changes)
+        values = self.view.incumbent_values
+        problems += [f"{k} is already {v!r}" for k, v in changes.items() if values.get(k) == v]
+        lever = checks.lever_problem(keys, a.coupled, coupled_splits(self.view))
+        problems += [lever] if lever else []
+        problems += checks.layout_problems(keys, set(self.view.layout_sources))
+        bugs = [k for k in keys if any(b.matches(k) for b in self.registry.bugs.values())]
+        problems += [f"{k} has a known bug at this version (get_registry)" for k in bugs]
+        if a.source_refs and keys:
+            problems += checks.citation_problems(keys, a.source_refs, self.tree.cite, self.read)
+        lessons = checks.lessons_problem(a.lessons_used, [x.id for x in self.view.lessons])
+        problems += [lessons] if lessons else []
+        if problems:
+            return _refused(problems)
+        probe = self.probe_of(dict(changes))
+        if probe is None:
+            return _refused(["the framework's validation rejects these changes"])
+        failed = {
+            str(t.finished["fingerprint"]): t.trial
+            for t in self.state.trials.values()
+            if t.finished and t.finished["status"] != "ok" and not t.finished.get("interrupted")
+        }
+        late = [checks.rerun_problem(probe.fingerprint, failed)]
+        late.append(checks.tried_problem(probe.fingerprint, self.tried))
+        if not probe.fits:
+            late.append(f"the memory model predicts it does not fit: {probe.memory}")
+        if any(late):
+            return _refused([p for p in late if p])
+        proposal = Proposal(
+            lever=keys,
+            changes={k: (values.get(k), v) for k, v in changes.items()},
+            coupled=a.coupled,
+            bottleneck=str(a.bottleneck),
+            mechanism=str(a.mechanism),
+            expected_gain_pct=float(a.expected_gain_pct or 0.0),
+            sources=list(a.source_refs or []),
+            lessons_used=a.lessons_used,
+        )
+        return Outcome(f"accepted: {proposal.title}", decision=proposal)
+
+    def _request_profile(self, a: Any) -> Outcome:
+        if not a.reason.strip():
+            return Outcome("say why the bottleneck is unclear", True)
+        if self.view.profile is not None:
+            return Outcome(
+                f"the incumbent {self.view.incumbent} has a profile: get_profile("
+                f"'{self.view.incumbent}') and name its bottleneck",
+                True,
+            )
+        return Outcome("accepted: a profiled run follows", decision=ProfileRequest(reason=a.reason))
+
+    def _stop(self, a: StopInput) -> Outcome:
+        v = self.view
+        finished = [t.trial for t in self.state.trials.values() if t.finished]
+        remaining = (
+            [] if v.forecast_s > v.budget_left_s else remaining_moves(v, self.probe_of, self.tried)
+        )
+        problem = checks.stop_problem(
+            budget_left_s=v.budget_left_s,
+            forecast_s=v.forecast_s,
+            evidence=a.evidence_trial_ids,
+            finished=finished,
+            remaining=remaining,
+        )
+        if problem:
+            return Outcome(f"stop refused: {problem}", True)
+        reason = "budget" if v.forecast_s > v.budget_left_s else "exhausted"
+        evidence = [a.reason, *(f"evidence: {t}" for t in a.evidence_trial_ids)]
+        return Outcome(
+            "accepted: the campaign stops", decision=Stop(reason=reason, evidence=evidence)
+        )
+
+
+def _refused(problems: list[str]) -> Outcome:
+    return Outcome("proposal refused:\n- " + "\n- ".join(problems), True)
