@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from gate.errors import AttuneError
+from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig, Recipe
-from gate.prelaunch import judge
+from gate.prelaunch import judge, refused
 from gate.recipe import load_recipe
 from gate.registry import Registry, load_registry
 from runners.torchtitan.adapter import TorchtitanAdapter
@@ -40,14 +40,20 @@ class Case:
     name: str
     base: str
     """``llama3-8b`` (global batch pinned to 16), ``llama3-8b-unpinned`` (llama3_8b as
-    published: global batch derived as 1 x 8) or ``llama3-70b`` (derived, 64 ranks)."""
+    published: global batch derived as 1 x 8), ``llama3-70b`` (derived, 64 ranks), or
+    ``llama3-8b`` with one more override (``BASE_EXTRA``: seed, checkpointing)."""
     overrides: list[str]
     verdict: str
     """allow | review | reject, or error when torchtitan (or its trainer) refuses it."""
     drivers: dict[str, str] = field(default_factory=dict)
     """Keys expected among the findings, with their class (the error text for ``error``)."""
     body: dict[str, Any] = field(default_factory=dict)
-    """Recipe keys replaced (world_size, config, env)."""
+    """Recipe keys replaced (world_size, config, env, gpu_arch)."""
+    why: tuple[str, str, str] | None = None
+    """(key, a phrase of its finding's reason, its source): the finding that decides the verdict;
+    for ``error``, the source is where torchtitan raised the refusal."""
+    exact: bool = False
+    """No finding at all: the derived values are the baseline's."""
 
 
 S, L, U = "semantic", "layout", "unknown"
@@ -344,7 +350,7 @@ CASES = [
         "llama3-8b-unpinned",
         ["--parallelism.tensor_parallel_degree", "2"],
         "reject",
-        {GBS: S, DP_SHARD: S, "parallelism.tensor_parallel_degree": L},
+        {GBS: S, DP_SHARD: S, "parallelism.tensor_parallel_degree": S},
     ),
     Case(
         "unpinned-local-batch-2",
@@ -373,28 +379,12 @@ CASES = [
         {GBS: S, "world_size": S},
         {"world_size": 16},
     ),
-    # the same derived batch (2 x 4 = 1 x 8), still rejected: with the batch unpinned the
-    # registry treats the data-parallel layout itself as part of the recipe
-    Case(
-        "unpinned-compensated",
-        "llama3-8b-unpinned",
-        ["--training.local_batch_size", "2", "--parallelism.tensor_parallel_degree", "2"],
-        "reject",
-        {LOCAL: S, DP_SHARD: S},
-    ),
-    Case(
-        "70b-hsdp",
-        "llama3-70b",
-        ["--parallelism.data_parallel_replicate_degree", "2"],
-        "reject",
-        {"parallelism.data_parallel_replicate_degree": S, DP_SHARD: S},
-    ),
     Case(
         "70b-tp4",
         "llama3-70b",
         ["--parallelism.tensor_parallel_degree", "4"],
         "reject",
-        {GBS: S, "parallelism.tensor_parallel_degree": L},
+        {GBS: S, "parallelism.tensor_parallel_degree": S, DP_SHARD: S},
     ),
     # --- environment the registry does not know: launched, flagged for review
     Case(
@@ -459,8 +449,208 @@ CASES = [
     ),
 ]
 
+# --- issue 15: derived values, low precision, refusals with their source, conditional semantics
+BASE_EXTRA = {
+    "llama3-8b-seeded": ["--debug.seed", "42"],
+    "llama3-8b-checkpointed": ["--checkpoint.enable"],
+}
+"""Baselines that are ``llama3-8b`` with one more override."""
+REPLICATE = "parallelism.data_parallel_replicate_degree"
+TP, PP = "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree"
+HSDP_2X4 = [f"--{REPLICATE}", "2", f"--{DP_SHARD}", "4"]
+NO_GRAPHS = "--training.disable_cuda_graphs"
+BATCH_MOVES = ("the derived global batch changes", "torchtitan/trainer.py:326@0.3.0")
+ISSUE_15_CASES = [
+    # the same derived global batch and samples per step: layout, whether or not it is pinned
+    Case("dp-shard-spelled-out", "llama3-8b", [f"--{DP_SHARD}", "8"], "allow", exact=True),
+    Case(
+        "unpinned-dp-shard-spelled-out",
+        "llama3-8b-unpinned",
+        [f"--{DP_SHARD}", "8"],
+        "allow",
+        exact=True,
+    ),
+    Case("unpinned-batch-pinned-as-derived", "llama3-8b-unpinned", [f"--{GBS}", "8"], "allow"),
+    Case("hsdp-2x4", "llama3-8b", HSDP_2X4, "allow", {REPLICATE: L, DP_SHARD: L}),
+    Case("unpinned-hsdp-2x4", "llama3-8b-unpinned", HSDP_2X4, "allow", {REPLICATE: L, DP_SHARD: L}),
+    Case(
+        "unpinned-replicate-2",
+        "llama3-8b-unpinned",
+        [f"--{REPLICATE}", "2"],
+        "allow",
+        {REPLICATE: L, DP_SHARD: L},
+    ),
+    Case(
+        "70b-hsdp",
+        "llama3-70b",
+        [f"--{REPLICATE}", "2"],
+        "allow",
+        {REPLICATE: L, DP_SHARD: L},
+    ),
+    Case(
+        "unpinned-local-2-tp-2",
+        "llama3-8b-unpinned",
+        [f"--{LOCAL}", "2", f"--{TP}", "2"],
+        "allow",
+        {LOCAL: L, DP_SHARD: L, TP: L, "batch_degree": L},
+    ),
+    Case(
+        "unpinned-local-2-pp-2",
+        "llama3-8b-unpinned",
+        [f"--{LOCAL}", "2", f"--{PP}", "2", NO_GRAPHS],
+        "allow",
+        {LOCAL: L, PP: L, "num_pipeline_parallel_microbatches": L},
+    ),
+    Case(
+        "hsdp-local-1-accumulate-2",
+        "llama3-8b",
+        [*HSDP_2X4, f"--{LOCAL}", "1"],
+        "allow",
+        {LOCAL: L, "gradient_accumulation_steps": L},
+    ),
+    # ... and ones that move it: semantic, the layout key named with the batch
+    Case(
+        "unpinned-hsdp-2x2",
+        "llama3-8b-unpinned",
+        [f"--{REPLICATE}", "2", f"--{DP_SHARD}", "2", f"--{TP}", "2"],
+        "reject",
+        {GBS: S, REPLICATE: S, DP_SHARD: S, "batch_degree": S},
+        why=("batch_degree", *BATCH_MOVES),
+    ),
+    Case(
+        "unpinned-local-2-accumulate",
+        "llama3-8b-unpinned",
+        [f"--{LOCAL}", "2", f"--{GBS}", "32"],
+        "reject",
+        {GBS: S, LOCAL: S, "gradient_accumulation_steps": S},
+    ),
+    # low precision resolves (torchao) against the declared GPU and is judged semantic
+    Case(
+        "mxfp8-on-blackwell",
+        "llama3-8b",
+        [],
+        "reject",
+        {"model_spec.quantization": S, "config": S, "model_spec.model": S},
+        {"config": "llama3_8b_mxfp8", "gpu_arch": "sm100"},
+        why=(
+            "model_spec.quantization",
+            "float8/MX/NVFP4",
+            "torchtitan/components/quantization/utils.py:68@0.3.0",
+        ),
+    ),
+    Case(
+        "nvfp4-on-blackwell",
+        "llama3-8b",
+        [],
+        "reject",
+        {"model_spec.quantization": S},
+        {"config": "llama3_8b_first_85_pct_layers_nvfp4", "gpu_arch": "sm100"},
+    ),
+    Case(
+        "float8-405b-on-hopper",
+        "llama3-8b",
+        [],
+        "reject",
+        {"model_spec.quantization": S, "model_spec.flavor": S},
+        {"config": "llama3_405b", "gpu_arch": "sm90"},
+    ),
+    Case(
+        "symm-mem-on-hopper",
+        "llama3-8b",
+        ["--parallelism.enable_fsdp_symm_mem"],
+        "allow",
+        {"parallelism.enable_fsdp_symm_mem": L},
+        {"gpu_arch": "sm90"},
+    ),
+    # refused by torchtitan (on the declared GPU) or by the trainer: where it raised
+    Case(
+        "mxfp8-on-hopper",
+        "llama3-8b",
+        [],
+        "error",
+        {"error": "llama3_8b_mxfp8(): MXFP8 is only supported on SM100 or later"},
+        {"config": "llama3_8b_mxfp8", "gpu_arch": "sm90"},
+        why=("config", "", "torchtitan/components/quantization/mx.py:71"),
+    ),
+    Case(
+        "float8-without-a-declared-gpu",
+        "llama3-8b",
+        [],
+        "error",
+        {"error": "float8 is only supported on NVIDIA SM89 or later"},
+        {"config": "llama3_405b"},
+        why=("config", "", "torchtitan/components/quantization/float8.py:92"),
+    ),
+    Case(
+        "symm-mem-on-ampere",
+        "llama3-8b",
+        ["--parallelism.enable_fsdp_symm_mem"],
+        "error",
+        {"error": "enable_fsdp_symm_mem is only supported for compute capability 9.0"},
+        {"gpu_arch": "sm80"},
+        why=("overrides", "", "torchtitan/config/configs.py:274"),
+    ),
+    Case(
+        "unknown-optimizer",
+        "llama3-8b",
+        ["--optimizer.param_groups.0.optimizer_name", "Lion"],
+        "error",
+        {"error": "optimizer: Optimizer Lion not added."},
+        why=("overrides", "", "torchtitan/components/optimizer/optimizer.py:149"),
+    ),
+    Case(
+        "muon-without-its-layout",
+        "llama3-8b",
+        ["--optimizer.param_groups.0.optimizer_name", "DistMuon"],
+        "error",
+        {"error": "DistMuon cannot be built from optimizer_factory_kwargs_by_name"},
+        why=("overrides", "", "torchtitan/components/optimizer/optimizer.py:230"),
+    ),
+    Case(
+        "tp3-invalid-dims",
+        "llama3-8b",
+        [f"--{TP}", "3"],
+        "error",
+        {"error": "parallelism: Invalid parallel dims"},
+        why=("overrides", "", "torchtitan/distributed/parallel_dims.py:186"),
+    ),
+    # conditional semantics: an option under which a parallel degree changes the math
+    Case(
+        "seeded-pp-2",
+        "llama3-8b-seeded",
+        [f"--{PP}", "2", NO_GRAPHS],
+        "reject",
+        {PP: S},
+        why=(PP, "seed + pp rank", "torchtitan/config/configs.py:174@0.3.0"),
+    ),
+    Case("seeded-tp-2", "llama3-8b-seeded", [f"--{TP}", "2"], "allow", {TP: L, DP_SHARD: L}),
+    Case(
+        "seeded-single-process",
+        "llama3-8b-seeded",
+        [],
+        "reject",
+        {"world_size": S},
+        {"world_size": 1},
+        why=("world_size", "torch's own generator", "torchtitan/trainer.py:663@0.3.0"),
+    ),
+    Case(
+        "checkpointed-tp-2",
+        "llama3-8b-checkpointed",
+        [f"--{TP}", "2"],
+        "reject",
+        {"batch_degree": S, TP: L},
+        why=("batch_degree", "data loader's position", "torchtitan/trainer.py:326@0.3.0"),
+    ),
+    Case("checkpointed-hsdp-2x4", "llama3-8b-checkpointed", HSDP_2X4, "allow", {REPLICATE: L}),
+]
+CASES += ISSUE_15_CASES
+
 
 def baseline(name: str) -> Recipe:
+    if name in BASE_EXTRA:
+        base = load_recipe(EXAMPLES / "llama3-8b.yaml")
+        body = dict(base.body, overrides=[*base.body["overrides"], *BASE_EXTRA[name]])
+        return base.model_copy(update={"name": name, "path": f"{name}.yaml", "body": body})
     if name == "llama3-8b-unpinned":
         base = load_recipe(EXAMPLES / "llama3-8b.yaml")
         body = dict(base.body, overrides=[])
@@ -503,9 +693,18 @@ def test_labelled_candidate(case: Case, outcomes: dict[str, Outcome], registry: 
     base, cand = outcomes[case.base], outcomes[case.name]
     assert isinstance(base, EffectiveConfig), base
     if case.verdict == "error":
-        assert isinstance(cand, AttuneError), "torchtitan or its trainer should refuse this"
-        assert str(cand).startswith(f"{case.name}.yaml: overrides: ")
+        assert isinstance(cand, FrameworkRefusal), "torchtitan or its trainer should refuse this"
+        key = case.why[0] if case.why else "overrides"
+        assert str(cand).startswith(f"{case.name}.yaml: {key}: ")
         assert case.drivers["error"] in str(cand)
+        assert cand.source and cand.source.startswith("torchtitan/"), cand.source
+        assert cand.source.endswith("@0.3.0")
+        if case.why:
+            assert cand.source == f"{case.why[2]}@0.3.0"
+        # the gate's verdict on it: reject, one invalid finding quoting torchtitan
+        (finding,) = refused(cand).findings
+        assert (finding.key_class, finding.source) == ("invalid", cand.source)
+        assert case.drivers["error"] in finding.reason
         return
     assert isinstance(cand, EffectiveConfig), cand
     report = judge(base, cand, registry)
@@ -514,6 +713,13 @@ def test_labelled_candidate(case: Case, outcomes: dict[str, Outcome], registry: 
     assert report.verdict == case.verdict, summary
     for key, expected in case.drivers.items():
         assert classes.get(key) == expected, f"{key}: {summary}"
+    if case.exact:
+        assert report.findings == [], summary
+    if case.why:
+        key, phrase, source = case.why
+        (finding,) = [f for f in report.findings if f.key == key]
+        assert phrase in finding.reason, finding.reason
+        assert source in finding.source, finding.source
 
 
 def test_derived_findings_are_marked(outcomes: dict[str, Outcome], registry: Registry) -> None:
@@ -554,12 +760,21 @@ def test_gate_check_cli_on_torchtitan_pairs(tmp_path: Path) -> None:
     assert finding["source"] == "torchtitan/config/configs.py:78@0.3.0"
 
 
-def test_gate_check_cli_refused_candidate_is_exit_2(tmp_path: Path) -> None:
+def test_gate_check_cli_rejects_a_refused_candidate(tmp_path: Path) -> None:
+    """A candidate torchtitan refuses is a reject (exit 1) with an invalid finding quoting
+    torchtitan's message and the line that raised it; a refused baseline stays bad input."""
     bad = tmp_path / "tp3.yaml"
     body = {**baseline("llama3-8b").body, "framework": "torchtitan", "name": "tp3"}
     body["overrides"] = [*body["overrides"], "--parallelism.tensor_parallel_degree", "3"]
     bad.write_text(json.dumps(body))  # JSON is YAML
     proc = gate_check(EXAMPLES / "llama3-8b.yaml", bad)
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert f"{bad}: overrides: parallelism: Invalid parallel dims" in proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["verdict"] == "reject"
+    (finding,) = payload["findings"]
+    assert finding["class"] == "invalid"
+    assert "Invalid parallel dims" in finding["reason"] and "torchtitan" in finding["reason"]
+    assert finding["source"] == "torchtitan/distributed/parallel_dims.py:186@0.3.0"
+    swapped = gate_check(bad, EXAMPLES / "llama3-8b.yaml")
+    assert swapped.returncode == 2
+    assert f"{bad}: overrides: parallelism: Invalid parallel dims" in swapped.stderr

@@ -58,6 +58,7 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
             "overrides": body.overrides,
             "world_size": body.total_devices,
             "env": body.env,
+            "gpu_arch": body.gpu_arch,
         }
 
     def edit_tokens(self, tokens: list[str], changes: dict[str, Any]) -> list[str]:

@@ -17,6 +17,10 @@ class TorchtitanRecipe(DistributedRecipe):
     """``--module``: a model under ``torchtitan/models/`` (``llama3``) or a dotted module path."""
     config: str = Field(min_length=1)
     """``--config``: a function of that module's ``config_registry`` (``llama3_8b``)."""
+    gpu_arch: str | None = Field(default=None, pattern=r"^sm\d{2,3}$")
+    """Target GPU architecture (``sm90``, ``sm100``): torchtitan's device probes (float8 needs
+    sm89+, MXFP8 and NVFP4 sm100) are answered from it during resolution
+    (``runners.torchtitan.machine``). Unset: checked as on a machine without CUDA."""
     overrides: list[str] = Field(default_factory=list)
     """Command-line tokens exactly as passed after ``--module``/``--config``
     (``["--training.seq_len", "8192", "activation-checkpoint:full"]``)."""

@@ -2,9 +2,12 @@
 
 Run as ``python -m runners.torchtitan.resolve_worker``: reads
 ``{"recipes": [{"module": ..., "config": ..., "overrides": [...], "world_size": N,
-"env": {...}}, ...]}`` on stdin and writes ``{"version": ..., "results": [...]}`` on stdout, one
-result per recipe: ``{"values": ..., "env": ..., "explicit": [...]}`` or
-``{"error": ..., "key": <recipe key>}``. ``{"keys": true}`` asks instead for every key the job
+"env": {...}, "gpu_arch": "sm90" | null}, ...]}`` on stdin and writes ``{"version": ...,
+"results": [...]}`` on stdout, one result per recipe: ``{"values": ..., "env": ...,
+"explicit": [...], "warnings": [{"message", "category", "source"}]}`` or ``{"error": ...,
+"key": <recipe key>, "source": "torchtitan/path.py:123"}`` (``source``: where torchtitan raised,
+when the refusal came from torchtitan's code). torchtitan's device probes are answered from
+``gpu_arch`` (``runners.torchtitan.machine``). ``{"keys": true}`` asks instead for every key the job
 config's command line defines and the line defining it. torchtitan is imported once; every recipe
 is resolved in this one process. Anything torchtitan prints goes to stderr so that stdout carries
 only the JSON answer.
@@ -29,8 +32,9 @@ from typing import Any
 from runners.torchtitan.cli_keys import NO_DEFAULT, cli_name, explicit_keys, prefixes, walk
 from runners.torchtitan.config_manager import RecipeError, Torchtitan
 from runners.torchtitan.definition_sites import definition_sites
+from runners.torchtitan.machine import declared_gpu
 from runners.torchtitan.trainer_derivations import derive
-from runners.worker_support import json_safe
+from runners.worker_support import collect_warnings, json_safe
 
 
 def _stable(value: Any) -> Any:
@@ -63,6 +67,44 @@ def model_digest(model_config: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+HOST_WARNINGS = ("HF assets path ",)
+"""Warnings about the resolving host's files (ConfigManager._validate_config checks that
+hf_assets_path exists here, torchtitan/config/manager.py:203-208): the launch host is another
+machine, so they say nothing about the recipe."""
+
+QUANTIZED = "torchtitan.components.quantization."
+"""Module prefix of the config classes the float8 / MXFP8 / NVFP4 converters swap in."""
+
+
+def quantized_modules(model_config: Any) -> list[str]:
+    """The low-precision modules in a model config tree, ``"Float8Linear x 224"`` per class
+    (torchao's recipe in brackets where the module carries one), sorted; [] when none."""
+    counts: dict[str, int] = {}
+
+    def visit(value: Any) -> None:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            cls = type(value)
+            if cls.__module__.startswith(QUANTIZED):
+                name = cls.__qualname__.removesuffix(".Config").rsplit(".", 1)[-1]
+                recipe = getattr(value, "_torchao_config", None)
+                cast = getattr(recipe, "cast_config_weight", None)
+                granularity = getattr(cast, "scaling_granularity", None)
+                if granularity is not None:
+                    name += f" [{getattr(granularity, 'name', granularity)}]".lower()
+                counts[name] = counts.get(name, 0) + 1
+            for f in dataclasses.fields(value):
+                visit(getattr(value, f.name))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+
+    visit(model_config)
+    return [f"{name} x {n}" for name, n in sorted(counts.items())]
+
+
 def _differs(value: Any, default: Any) -> bool:
     return default is NO_DEFAULT or json_safe(value) != json_safe(default)
 
@@ -73,22 +115,30 @@ def resolve_one(tt: Torchtitan, recipe: dict[str, Any]) -> dict[str, Any]:
     overrides = [str(t) for t in recipe["overrides"]]
     world_size = int(recipe["world_size"])
     declared: dict[str, str] = dict(recipe.get("env", {}))
+    gpu_arch = recipe.get("gpu_arch")
+    tt.forget_logged_warnings()
+    tt.import_registry(module)
     try:
-        loaded, cli_keys, tokens = tt.function(module, config)
-        cfg = tt.parse(module, config, overrides)
-        spec = cfg.model_spec
-        model = (
-            {
-                "model_spec.name": spec.name,
-                "model_spec.flavor": spec.flavor,
-                "model_spec.model": model_digest(spec.model),
-            }
-            if spec is not None
-            else {}
-        )
-        derived = derive(tt, cfg, world_size)
+        with declared_gpu(tt.torch, gpu_arch), collect_warnings(tt.package) as warned:
+            loaded, cli_keys, tokens = tt.function(module, config, str(gpu_arch))
+            cfg = tt.parse(module, config, overrides)
+            spec = cfg.model_spec
+            model = (
+                {
+                    "model_spec.name": spec.name,
+                    "model_spec.flavor": spec.flavor,
+                    "model_spec.model": model_digest(spec.model),
+                    "model_spec.quantization": quantized_modules(spec.model),
+                }
+                if spec is not None
+                else {}
+            )
+            derived = derive(tt, cfg, world_size)
     except RecipeError as exc:
-        return {"error": str(exc), "key": exc.key}
+        refusal = {"error": str(exc), "key": exc.key}
+        if exc.source:
+            refusal["source"] = exc.source
+        return refusal
     values: dict[str, Any] = {"module": module, "config": config}
     explicit = {"module", "config"}
     wanted = prefixes(cli_keys)
@@ -110,6 +160,7 @@ def resolve_one(tt: Torchtitan, recipe: dict[str, Any]) -> dict[str, Any]:
         "values": dict(sorted(values.items())),
         "env": dict(sorted(declared.items())),
         "explicit": sorted(explicit),
+        "warnings": [w for w in warned.items if not w["message"].startswith(HOST_WARNINGS)],
     }
 
 
@@ -118,7 +169,9 @@ def main() -> int:
     # tyro prints its errors in a box as wide as the terminal: keep each message on one line.
     os.environ["COLUMNS"] = "1000"
     with contextlib.redirect_stdout(sys.stderr):
-        logging.disable(logging.WARNING)
+        # torchtitan logs through the root logger: its warnings are collected per recipe
+        # (collect_warnings), its info lines are noise.
+        logging.disable(logging.INFO)
         tt = Torchtitan()
         if request.get("keys"):
             answer: dict[str, Any] = {"version": tt.version, "keys": definition_sites(tt)}

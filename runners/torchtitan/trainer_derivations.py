@@ -9,9 +9,10 @@ in comments are torchtitan 0.3.0's.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from runners.torchtitan.config_manager import RecipeError, Torchtitan
+from runners.torchtitan.config_manager import RecipeError, Torchtitan, raised_at
 from runners.worker_support import one_line
 
 
@@ -24,7 +25,8 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
     try:
         dims = tt.ParallelDims.from_config(cfg.parallelism, world_size)
     except AssertionError as exc:
-        raise RecipeError("overrides", f"parallelism: {one_line(exc)}") from None
+        site = raised_at(exc, tt.package)
+        raise RecipeError("overrides", f"parallelism: {one_line(exc)}", site) from None
     # trainer.py:306-315: sequence and context parallelism split the sequence.
     divisor = (dims.tp if cfg.parallelism.enable_sequence_parallel else 1) * (
         2 * dims.cp if dims.cp > 1 else 1
@@ -35,6 +37,7 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
             f"training.seq_len: Training sequence length ({cfg.training.seq_len}) must be "
             f"divisible by {divisor} for the configured sequence/context parallelism "
             "(torchtitan/trainer.py:310)",
+            "torchtitan/trainer.py:311",
         )
     # parallel_dims.py:278-279 + 336-340: the expert mesh (pp, dp_replicate, efsdp, ep) must tile
     # the same ranks as the dense one, so ep must divide dp_shard x cp x tp.
@@ -43,6 +46,7 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
             "overrides",
             f"parallelism.expert_parallel_degree: {dims.ep} does not divide dp_shard x cp x tp "
             f"= {dims.dp_shard * dims.cp * dims.tp} (torchtitan/distributed/parallel_dims.py:279)",
+            "torchtitan/distributed/parallel_dims.py:279",
         )
     # trainer.py:347: the model config takes the trainer config (tp must divide the heads,
     # seq_len must fit RoPE, no weight tying under pp, ...).
@@ -50,7 +54,9 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
         try:
             cfg.model_spec.model.update_from_config(config=cfg)
         except (ValueError, AssertionError, NotImplementedError, TypeError, RuntimeError) as exc:
-            raise RecipeError("overrides", f"model_spec: {one_line(exc)}") from None
+            site = raised_at(exc, tt.package)
+            raise RecipeError("overrides", f"model_spec: {one_line(exc)}", site) from None
+    check_optimizers(tt, cfg.optimizer)
     # trainer.py:324-328: the batch mesh is dp_replicate x dp_shard (parallel_dims.py:277).
     batch_degree = dims.dp_replicate * dims.dp_shard if dims.dp_enabled else 1
     local = cfg.training.local_batch_size
@@ -65,6 +71,7 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
             "training.global_batch_size: global batch size must be multiple of local batch "
             f"size times data-parallel degree ({global_batch} % ({local} * {batch_degree}) "
             "!= 0) (torchtitan/trainer.py:421)",
+            "torchtitan/trainer.py:421",
         )
     # trainer.py:434-439: a local batch is cut into pipeline micro-batches.
     microbatches = (
@@ -76,6 +83,7 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
             "overrides",
             "checkpoint.create_seed_checkpoint: needs world_size 1 and checkpoint.enable "
             "(torchtitan/train.py:56-60)",
+            "torchtitan/train.py:56",
         )
     # The LR schedule is built with training_steps=training.steps (trainer.py:556):
     # total_steps = None means training.steps (components/optimizer/lr_scheduler.py:101-103)
@@ -98,3 +106,27 @@ def derive(tt: Torchtitan, cfg: Any, world_size: int) -> dict[str, Any]:
         "gradient_accumulation_steps": global_batch // (local * batch_degree),
         "num_pipeline_parallel_microbatches": microbatches,
     }
+
+
+def check_optimizers(tt: Torchtitan, optimizer: Any) -> None:
+    """The optimizers the trainer builds (components/optimizer/optimizer.py:218-238): each
+    parameter group's optimizer by name (an unknown name is NotImplementedError, line 149),
+    called with ``optimizer_factory_kwargs_by_name[name]`` (line 230); DistMuon, for one, needs
+    its compute layout and buckets there (distributed/flex_shard/dist_muon.py:57-63)."""
+    by_name = getattr(optimizer, "optimizer_factory_kwargs_by_name", {})
+    for group in getattr(optimizer, "param_groups", []):
+        name = group.optimizer_name
+        try:
+            factory = tt.OptimizersContainer._resolve_optimizer_factory(name)
+        except NotImplementedError as exc:
+            site = raised_at(exc, tt.package)
+            raise RecipeError("overrides", f"optimizer: {one_line(exc)}", site) from None
+        try:
+            inspect.signature(factory).bind([], **by_name.get(name, {}))
+        except TypeError as exc:
+            raise RecipeError(
+                "overrides",
+                f"optimizer: {name} cannot be built from optimizer_factory_kwargs_by_name"
+                f"[{name!r}]: {exc} (torchtitan/components/optimizer/optimizer.py:230)",
+                "torchtitan/components/optimizer/optimizer.py:230",
+            ) from None
