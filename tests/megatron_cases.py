@@ -2,8 +2,9 @@
 
 Each case edits one example recipe (examples/megatron/) the way a tuning agent would, and says
 what the gate must decide once Megatron's own validation has run: ``allow`` / ``review`` /
-``reject`` with the keys (and their classes) that drive the verdict, or ``error`` when Megatron
-refuses the combination itself.
+``reject`` with the keys (and their classes) that drive the verdict, or ``invalid`` when Megatron
+refuses the combination itself (``validate_args``, stage ``args``, or the configuration
+dataclasses it builds for the model, stage ``model``): a reject with an ``invalid`` finding.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Case:
     recipe: str
     """Which example recipe is the baseline."""
     verdict: str
-    """allow | review | reject | error."""
+    """allow | review | reject | invalid."""
     drivers: dict[str, str] = field(default_factory=dict)
     """Changed keys that must appear in the findings, with their expected class."""
     set_: dict[str, str | None] = field(default_factory=dict)
@@ -37,7 +38,12 @@ class Case:
     base_extra: tuple[str, ...] = ()
     """Tokens added to the baseline too (a variant of the published recipe)."""
     error: str = ""
-    """For ``error``: a fragment of Megatron's own message."""
+    """For ``invalid``: a fragment of Megatron's own message."""
+    stage: str = "args"
+    """For ``invalid``: ``args`` (validate_args) or ``model`` (the model's config dataclasses)."""
+    source: str = ""
+    """For ``invalid``: the Megatron file that raises (``path:line@0.19.2`` checked to exist);
+    for the others, the line that makes the driving key's class (documentation)."""
     gpu_arch: str = ""
     """A different declared GPU architecture for the candidate."""
 
@@ -146,7 +152,7 @@ CASES: list[Case] = [
     Case(
         "no-overlap-grad-reduce",
         "llama3-8b",
-        "error",
+        "invalid",
         drop=("--overlap-grad-reduce",),
         error="Must use --overlap-param-gather with --overlap-grad-reduce",
     ),
@@ -237,7 +243,7 @@ CASES: list[Case] = [
     Case(
         "tp2-connections-8",
         "llama3-8b",
-        "error",
+        "invalid",
         set_={"--tensor-model-parallel-size": "2"},
         env={"CUDA_DEVICE_MAX_CONNECTIONS": "8"},
         error="CUDA_DEVICE_MAX_CONNECTIONS",
@@ -306,9 +312,11 @@ CASES: list[Case] = [
     Case(
         "topk-1",
         "mixtral-8x7b",
-        "reject",
-        {"moe_router_topk": "semantic"},
+        "invalid",
         set_={"--moe-router-topk": "1"},
+        error="Please use --moe-router-pre-softmax when topk is 1",
+        stage="model",
+        source="megatron/core/transformer/transformer_config.py",
     ),
     Case(
         "aux-loss-coeff",
@@ -328,7 +336,7 @@ CASES: list[Case] = [
     Case(
         "grouped-gemm-on-volta",
         "mixtral-8x7b",
-        "error",
+        "invalid",
         gpu_arch="sm70",
         error="Unsupported compute capability for GroupedGEMM",
     ),
@@ -443,7 +451,7 @@ CASES: list[Case] = [
     Case(
         "gpt3-batch-ramp",
         "gpt3-175b",
-        "error",
+        "invalid",
         set_={"--step-batch-size-schedule": "0:16 2.4B:320 12B:1536"},
         error="Cannot specify both",
     ),

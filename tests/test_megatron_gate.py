@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import AttuneError
+from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig
-from gate.prelaunch import judge
+from gate.prelaunch import judge, refused
 from gate.registry import Registry, load_file, load_registry
 from runners.megatron.adapter import MegatronAdapter
 from tests.megatron_cases import CASES, EXAMPLES, Case, baseline_of, candidate_of
@@ -25,6 +25,18 @@ pytest.importorskip("megatron.core")
 
 REPO = Path(__file__).resolve().parents[1]
 Outcome = EffectiveConfig | AttuneError
+
+
+def assert_megatron_line(source: str, path: str = "") -> None:
+    """``source`` is ``megatron/...py:N@<version>`` naming a real line of the installed
+    package (in file ``path`` when given) that raises or asserts."""
+    import megatron
+
+    location, _, version = source.partition("@")
+    file, _, line = location.rpartition(":")
+    assert version and file.startswith("megatron/") and (not path or file == path), source
+    text = (Path(megatron.__path__[0]).parent / file).read_text().splitlines()[int(line) - 1]
+    assert "raise" in text or "assert" in text or "exit(" in text, (source, text)
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +61,20 @@ def test_at_least_forty_labelled_cases() -> None:
     assert len(CASES) >= 40
     assert len({c.name for c in CASES}) == len(CASES)
     assert {c.recipe for c in CASES} == {"llama3-8b", "mixtral-8x7b", "gpt3-175b"}
-    assert {c.verdict for c in CASES} == {"allow", "review", "reject", "error"}
+    assert {c.verdict for c in CASES} == {"allow", "review", "reject", "invalid"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_labelled_candidate(case: Case, outcomes: dict[str, Outcome], registry: Registry) -> None:
     base, cand = outcomes[baseline_of(case).name], outcomes[case.name]
     assert isinstance(base, EffectiveConfig), base
-    if case.verdict == "error":
-        assert isinstance(cand, AttuneError), "Megatron's validation should refuse this"
-        assert case.error in str(cand)
-        assert str(cand).startswith(f"{case.name}.yaml: args: ")
+    if case.verdict == "invalid":
+        assert isinstance(cand, FrameworkRefusal), "Megatron's validation should refuse this"
+        assert case.error in cand.message
+        assert str(cand).startswith(f"{case.name}.yaml: {case.stage}: ")
+        (finding,) = refused(cand).findings
+        assert finding.key_class == "invalid" and case.error in finding.reason
+        assert_megatron_line(finding.source, case.source)
         return
     assert isinstance(cand, EffectiveConfig), cand
     report = judge(base, cand, registry)

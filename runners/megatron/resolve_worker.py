@@ -25,8 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runners.megatron.model_checks import check_model
 from runners.source_lines import field_line, relative_to_package
-from runners.worker_support import json_safe, one_line, pinned
+from runners.worker_support import collect_warnings, json_safe, one_line, pinned, refusal
 
 
 def _provide_override() -> None:
@@ -102,7 +103,9 @@ def _pinned_gpu(arguments: Any, major: int, minor: int) -> Iterator[None]:
 
 
 def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -> dict[str, Any]:
-    """Resolve one recipe with Megatron's ``arguments`` module; errors become ``{"error"}``."""
+    """Resolve one recipe with Megatron's ``arguments`` module and its model-build checks
+    (``model_checks``); a refusal becomes ``{"error", "key", "source"}``, and the warnings
+    raised on the way are listed in the result."""
     world_size = int(recipe["world_size"])
     arch = str(recipe["gpu_arch"])
     major, minor = int(arch[2:-1]), int(arch[-1])
@@ -110,11 +113,14 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
     env = {**declared, "WORLD_SIZE": str(world_size), "RANK": "0", "LOCAL_RANK": "0"}
     argv = ["pretrain_gpt.py", *recipe["args"]]
     stderr = sys.stderr
+    stage = "args"
+    package = Path(arguments.__file__).parents[1]  # megatron/: where refusals are located
     try:
         with (
             pinned(env, argv),
             contextlib.redirect_stdout(stderr),
             _pinned_gpu(arguments, major, minor),
+            collect_warnings(package) as warned,
         ):
             capture = io.StringIO()
             try:
@@ -125,10 +131,13 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
                 raise _ArgparseError(message) from None
             stderr.write(capture.getvalue())
             arguments.validate_args(args)
+            stage = "model"
+            check_model(args, transformer_engine=recipe.get("transformer_engine"))
     except _ArgparseError as exc:
         return {"error": one_line(exc), "key": "args"}
     except (AssertionError, ValueError, TypeError, RuntimeError, SystemExit) as exc:
-        return {"error": f"{type(exc).__name__}: {one_line(exc)}", "key": "args"}
+        message = f"{type(exc).__name__}: {one_line(exc)}"
+        return refusal(exc, package, key=stage, message=message)
     values = {k: json_safe(v) for k, v in sorted(vars(args).items()) if not k.startswith("_")}
     if "num_microbatches" not in values:
         # validate_args (0.19.2) checks global_batch_size % (micro_batch_size x dp) == 0 but
@@ -157,6 +166,7 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
         "values": values,
         "env": dict(sorted(declared.items())),
         "explicit": explicit_dests(list(recipe["args"]), dests),
+        "warnings": warned.items,
     }
 
 
