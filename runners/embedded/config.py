@@ -23,6 +23,9 @@ WORKLOAD_VERSION = "1"
 
 ENV_READ = ("OMP_NUM_THREADS",)
 """Environment variables the workload itself reads."""
+TEST_HOOK_PREFIX = "ATTUNE_"
+"""The workload's test hooks (``ATTUNE_FAULT``: ``faults.py``) are read from variables with
+this prefix; a recipe naming one is refused, so only a test harness can switch a hook on."""
 
 
 class WorkloadConfig(BaseModel):
@@ -113,6 +116,9 @@ def validate_and_derive(raw: dict[str, Any], env: dict[str, str]) -> WorkloadCon
     """
     for key in DERIVED_KEYS & raw.keys():
         raise ValueError(f"{key}: derived by validation, a recipe cannot set it")
+    for var in sorted(env):
+        if var.startswith(TEST_HOOK_PREFIX):
+            raise ValueError(f"env.{var}: a test hook of the workload, a recipe cannot set it")
     cfg = WorkloadConfig.model_validate(raw)
 
     if cfg.threads is None:

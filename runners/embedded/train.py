@@ -7,10 +7,8 @@
 the adapter writes it. Rank 0 prints one JSON object per step on stdout (and to ``--metrics``).
 Reads top to bottom: config, init, model, data, loop, log.
 
-Test hooks (never set by a recipe, so the gate cannot see them, like a real framework bug),
-through ``ATTUNE_FAULT``: ``nan_at_step=N`` poisons the loss of step N; ``crash_at_step=N``
-raises; ``hang_at_step=N`` sleeps forever; ``oom_at_step=N`` asks the allocator for 64 TiB;
-``misload_layers`` loads each block's checkpoint weights into the previous block.
+Test hooks (failures and silent bugs, never set by a recipe, so the gate cannot see them,
+like a real framework bug) through ``ATTUNE_FAULT``: ``runners/embedded/faults.py``.
 """
 
 from __future__ import annotations
@@ -36,6 +34,14 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from runners.embedded.config import WorkloadConfig
 from runners.embedded.data import micro_batch
+from runners.embedded.faults import (
+    Fault,
+    corrupt_targets,
+    gather_mlp_shards,
+    gradients_on_the_wire,
+    optimized_parameters,
+    remap_checkpoint,
+)
 from runners.embedded.model import GPT
 
 
@@ -54,7 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def build_optimizer(cfg: WorkloadConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(
+    cfg: WorkloadConfig, model: torch.nn.Module, fault: Fault
+) -> torch.optim.Optimizer:
     impl: dict[str, Any] = {
         "for_loop": {"foreach": False},
         "foreach": {"foreach": True},
@@ -62,7 +70,7 @@ def build_optimizer(cfg: WorkloadConfig, model: torch.nn.Module) -> torch.optim.
     }[cfg.optimizer_impl]
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(
-            model.parameters(),
+            optimized_parameters(model, fault),
             lr=cfg.lr,
             betas=(cfg.adam_beta1, cfg.adam_beta2),
             eps=cfg.adam_eps,
@@ -70,7 +78,7 @@ def build_optimizer(cfg: WorkloadConfig, model: torch.nn.Module) -> torch.optim.
             **impl,
         )
     return torch.optim.SGD(
-        model.parameters(),
+        optimized_parameters(model, fault),
         lr=cfg.lr,
         momentum=cfg.sgd_momentum,
         weight_decay=cfg.weight_decay,
@@ -78,36 +86,17 @@ def build_optimizer(cfg: WorkloadConfig, model: torch.nn.Module) -> torch.optim.
     )
 
 
-def load_checkpoint(model: GPT, path: str, fault: str) -> None:
+def load_checkpoint(model: GPT, path: str, fault: Fault) -> None:
     state = torch.load(path, map_location="cpu", weights_only=True)
-    if fault == "misload_layers":  # test hook: block i receives block i+1's weights
-        n = model.cfg.n_layer
-        state = {
-            (
-                f"blocks.{(int(k.split('.')[1]) - 1) % n}.{k.split('.', 2)[2]}"
-                if k.startswith("blocks.")
-                else k
-            ): v
-            for k, v in state.items()
-        }
-    model.load_state_dict(state)
+    model.load_state_dict(remap_checkpoint(state, model.cfg.n_layer, fault))
 
 
-def inject_fault(fault: str) -> None:
-    """Test hooks that fail the way real runs fail (the NaN one acts inside the step)."""
-    if fault == "crash_at_step":
-        raise RuntimeError("injected crash (ATTUNE_FAULT)")
-    if fault == "hang_at_step":
-        while True:
-            time.sleep(3600)
-    if fault == "oom_at_step":
-        torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses
-
-
-def all_reduce_grads(model: torch.nn.Module, cfg: WorkloadConfig) -> None:
+def all_reduce_grads(
+    model: torch.nn.Module, cfg: WorkloadConfig, *, rank: int, world: int, fault: Fault
+) -> None:
     """Sum gradients over ranks in one flat bucket; bf16 on the wire if configured."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    flat = torch.cat([g.reshape(-1) for g in grads])
+    flat = gradients_on_the_wire(torch.cat([g.reshape(-1) for g in grads]), rank, world, fault)
     if cfg.grad_reduce_in_bf16:
         wire = flat.to(torch.bfloat16)
         dist.all_reduce(wire)
@@ -126,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = WorkloadConfig.model_validate(json.loads(args.config.read_text()))
     assert cfg.grad_accum_steps is not None and cfg.global_batch_size is not None
     assert cfg.threads is not None
-    fault, _, fault_step_text = os.environ.get("ATTUNE_FAULT", "").partition("=")
-    fault_step = int(fault_step_text) if fault_step_text else -1
+    fault = Fault.from_env()
 
     # --- init ---
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -143,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     model = GPT(cfg)
     if cfg.init_from:
         load_checkpoint(model, cfg.init_from, fault)
+    gather_mlp_shards(model, rank, world, fault)
     model.train()
-    optimizer = build_optimizer(cfg, model)
+    optimizer = build_optimizer(cfg, model, fault)
     step_model = torch.compile(model) if cfg.compile else model
     autocast = (
         torch.autocast("cpu", dtype=torch.bfloat16) if cfg.precision == "bf16" else nullcontext()
@@ -171,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             prof.start()
         t0 = time.perf_counter()
-        if step == fault_step:
-            inject_fault(fault)
+        fault.fire(step)
         loss_sum = torch.zeros(())
         for micro in range(cfg.grad_accum_steps):
             with record_function("attune.data"):
@@ -187,10 +175,13 @@ def main(argv: list[str] | None = None) -> int:
                     seq_len=cfg.seq_len,
                     data_seed=cfg.data_seed,
                 )
+                y = corrupt_targets(
+                    y, fault, step=step, rank=rank, micro=micro, vocab_size=cfg.vocab_size
+                )
             with record_function("attune.forward_backward"):
                 with autocast:
                     loss = step_model(x, y) * scale
-                if step == fault_step and fault == "nan_at_step":
+                if step == fault.step and fault.name == "nan_at_step":
                     loss = loss * float("nan")
                 loss.backward()
             if not cfg.accumulate_grads_in_fp32:
@@ -200,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             loss_sum += loss.detach().float()
         with record_function("attune.grad_sync"):
             if world > 1:
-                all_reduce_grads(model, cfg)
+                all_reduce_grads(model, cfg, rank=rank, world=world, fault=fault)
                 dist.all_reduce(loss_sum)
         with record_function("attune.optimizer"):
             max_norm = cfg.grad_clip if cfg.grad_clip > 0 else math.inf
