@@ -573,12 +573,29 @@ ISSUE_15_CASES = [
         why=("config", "", "torchtitan/components/quantization/mx.py:71"),
     ),
     Case(
-        "float8-without-a-declared-gpu",
+        "float8-405b-undeclared-gpu",
+        "llama3-8b",
+        [],
+        "reject",
+        {"model_spec.quantization": S},
+        {"config": "llama3_405b"},
+    ),
+    Case(
+        "mxfp8-undeclared-gpu",
+        "llama3-8b",
+        [],
+        "error",
+        {"error": "MXFP8 is only supported on SM100 or later architectures (checked as on sm90"},
+        {"config": "llama3_8b_mxfp8"},
+        why=("config", "", "torchtitan/components/quantization/mx.py:71"),
+    ),
+    Case(
+        "float8-on-ampere",
         "llama3-8b",
         [],
         "error",
         {"error": "float8 is only supported on NVIDIA SM89 or later"},
-        {"config": "llama3_405b"},
+        {"config": "llama3_405b", "gpu_arch": "sm80"},
         why=("config", "", "torchtitan/components/quantization/float8.py:92"),
     ),
     Case(
@@ -778,3 +795,18 @@ def test_gate_check_cli_rejects_a_refused_candidate(tmp_path: Path) -> None:
     swapped = gate_check(bad, EXAMPLES / "llama3-8b.yaml")
     assert swapped.returncode == 2
     assert f"{bad}: overrides: parallelism: Invalid parallel dims" in swapped.stderr
+
+
+def test_warnings_raised_while_resolving_are_collected(outcomes: dict[str, Outcome]) -> None:
+    """torchtitan's logger warnings come back with the line that raised them; one about the
+    resolving host's files (hf_assets_path missing here) says nothing about the recipe."""
+    base = outcomes["llama3-8b"]
+    assert isinstance(base, EffectiveConfig)
+    sources = {w.source: w for w in base.warnings}
+    warned = sources["torchtitan/components/checkpointer/base.py:336"]
+    assert warned.message.startswith("initial_load_model_only=True has no effect")
+    assert warned.category == "logging"
+    assert not [w for w in base.warnings if "HF assets path" in w.message]
+    later = outcomes["seeded-tp-2"]
+    assert isinstance(later, EffectiveConfig)
+    assert warned in later.warnings

@@ -7,8 +7,9 @@ and NVFP4 converters accept a model (components/quantization/float8.py:86, mx.py
 nvfp4.py:287) and whether FlexAttention's flash backend exists (models/common/config_utils.py:88),
 and ``ParallelismConfig.__post_init__`` reads the capability for FSDP symmetric memory
 (config/configs.py:268-271). A recipe resolves the same on a laptop, a CI runner and the
-cluster: a recipe that declares ``gpu_arch: sm90`` is checked as on an H100, one that declares
-none as on a machine without CUDA (so the low-precision converters refuse it, saying why).
+cluster: a recipe that declares ``gpu_arch: sm100`` is checked as on a B200; one that declares
+none as on an H100 (``DEFAULT_GPU_ARCH``, the GPU torchtitan's published benchmarks ran on), and
+a refusal by a device check then says so.
 """
 
 from __future__ import annotations
@@ -17,13 +18,33 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+DEFAULT_GPU_ARCH = "sm90"
+"""What the device probes are answered with for a recipe that declares no ``gpu_arch``."""
+
+DEVICE_CHECKS = (
+    "torchtitan/components/quantization/",
+    "torchtitan/config/configs.py:",
+    "torchtitan/models/common/config_utils.py:",
+)
+"""Where torchtitan 0.3.0 refuses a config because of the device (see the module docstring)."""
+
 
 def capability(gpu_arch: str | None) -> tuple[int, int] | None:
-    """``sm90`` -> (9, 0), ``sm100`` -> (10, 0); None for no declared GPU."""
+    """``sm90`` -> (9, 0), ``sm100`` -> (10, 0); None for no CUDA device."""
     if not gpu_arch:
         return None
     digits = gpu_arch.removeprefix("sm")
     return int(digits[:-1]), int(digits[-1])
+
+
+def undeclared_hint(source: str | None) -> str:
+    """What a refusal raised at ``source`` adds when the recipe declared no ``gpu_arch``."""
+    if source and source.startswith(DEVICE_CHECKS):
+        return (
+            f" (checked as on {DEFAULT_GPU_ARCH}: the recipe declares no gpu_arch; declare the "
+            "one it runs on, e.g. gpu_arch: sm100)"
+        )
+    return ""
 
 
 @contextlib.contextmanager

@@ -20,7 +20,8 @@ class TorchtitanRecipe(DistributedRecipe):
     gpu_arch: str | None = Field(default=None, pattern=r"^sm\d{2,3}$")
     """Target GPU architecture (``sm90``, ``sm100``): torchtitan's device probes (float8 needs
     sm89+, MXFP8 and NVFP4 sm100) are answered from it during resolution
-    (``runners.torchtitan.machine``). Unset: checked as on a machine without CUDA."""
+    (``runners.torchtitan.machine``). Unset: checked as on an H100 (sm90), and a refusal by a
+    device check says so."""
     overrides: list[str] = Field(default_factory=list)
     """Command-line tokens exactly as passed after ``--module``/``--config``
     (``["--training.seq_len", "8192", "activation-checkpoint:full"]``)."""

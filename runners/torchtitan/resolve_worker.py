@@ -32,7 +32,7 @@ from typing import Any
 from runners.torchtitan.cli_keys import NO_DEFAULT, cli_name, explicit_keys, prefixes, walk
 from runners.torchtitan.config_manager import RecipeError, Torchtitan
 from runners.torchtitan.definition_sites import definition_sites
-from runners.torchtitan.machine import declared_gpu
+from runners.torchtitan.machine import DEFAULT_GPU_ARCH, declared_gpu, undeclared_hint
 from runners.torchtitan.trainer_derivations import derive
 from runners.worker_support import collect_warnings, json_safe
 
@@ -115,12 +115,12 @@ def resolve_one(tt: Torchtitan, recipe: dict[str, Any]) -> dict[str, Any]:
     overrides = [str(t) for t in recipe["overrides"]]
     world_size = int(recipe["world_size"])
     declared: dict[str, str] = dict(recipe.get("env", {}))
-    gpu_arch = recipe.get("gpu_arch")
+    gpu_arch = recipe.get("gpu_arch") or DEFAULT_GPU_ARCH
     tt.forget_logged_warnings()
     tt.import_registry(module)
     try:
         with declared_gpu(tt.torch, gpu_arch), collect_warnings(tt.package) as warned:
-            loaded, cli_keys, tokens = tt.function(module, config, str(gpu_arch))
+            loaded, cli_keys, tokens = tt.function(module, config, gpu_arch)
             cfg = tt.parse(module, config, overrides)
             spec = cfg.model_spec
             model = (
@@ -135,7 +135,8 @@ def resolve_one(tt: Torchtitan, recipe: dict[str, Any]) -> dict[str, Any]:
             )
             derived = derive(tt, cfg, world_size)
     except RecipeError as exc:
-        refusal = {"error": str(exc), "key": exc.key}
+        hint = "" if recipe.get("gpu_arch") else undeclared_hint(exc.source)
+        refusal = {"error": f"{exc}{hint}", "key": exc.key}
         if exc.source:
             refusal["source"] = exc.source
         return refusal
