@@ -12,6 +12,7 @@ import json
 
 from bot.campaign_state import CampaignState, agent_view
 from bot.candidates import CandidateSteps
+from bot.check_calibration import calibrate_checks
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Stop
 from bot.recipe_edit import apply_changes
 from gate import noise
@@ -44,6 +45,7 @@ class Campaign(CandidateSteps):
             )
         self.reconcile()
         self.calibrate()
+        calibrate_checks(self)
         while True:
             state = self.state()
             if state.stopped is not None:

@@ -218,7 +218,8 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
     elif kind == "launch_refused":
         record.refused = p
     elif kind == "trial_started":
-        state.tried.add(p["fingerprint"])
+        if p["role"] != "layout_check":  # a calibration variant is no move the agent made
+            state.tried.add(p["fingerprint"])
         record.predicted_peak_bytes = p.get("predicted_peak_bytes")
         record.role = record.role or p["role"]
         record.started, record.launch, record.finished = True, None, None

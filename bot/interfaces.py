@@ -140,7 +140,7 @@ class Forge(Protocol):
         """Unified diff of the pull request (base...head)."""
 
 
-Role = Literal["calibration", "profile", "candidate"]
+Role = Literal["calibration", "profile", "candidate", "layout_check"]
 """Why a trial runs."""
 
 

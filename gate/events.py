@@ -18,7 +18,7 @@ from gate.events_agent import AgentAssumption, ModelCalled
 from gate.events_lessons import LessonsProposed
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
-Role = Literal["calibration", "profile", "candidate"]
+Role = Literal["calibration", "profile", "candidate", "layout_check"]
 StopReason = Literal[
     "budget",
     "exhausted",

@@ -18,7 +18,12 @@ from typing import Any
 from runners.source_lines import qualified_field_line, relative_to_package
 from runners.torchtitan.cli_keys import cli_name, parser_options, prefixes, walk
 from runners.torchtitan.config_manager import RecipeError, Torchtitan
+from runners.torchtitan.machine import declared_gpu
 from runners.worker_support import one_line
+
+LISTING_GPU_ARCH = "sm100"
+"""The device the config functions are built for when their keys are listed: the newest, so
+that the low-precision ones build too, and the listing is the same on every host."""
 
 SELECTOR_FLAGS = ("module", "config")
 """ConfigManager's own flags (torchtitan/config/manager.py:62-78), keys of the recipe too."""
@@ -56,7 +61,9 @@ def _config_functions(tt: Torchtitan) -> Iterator[tuple[str, str, Any]]:
             if any(p.default is inspect.Parameter.empty for p in params):
                 continue  # a helper that edits a config, not a config function
             try:
-                yield module, name, tt.load(module, name)
+                with declared_gpu(tt.torch, LISTING_GPU_ARCH):
+                    loaded = tt.load(module, name)
+                yield module, name, loaded
             except RecipeError as exc:
                 sys.stderr.write(f"keys: skipping {module}.{name}: {exc}\n")
 
