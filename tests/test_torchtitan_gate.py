@@ -608,6 +608,23 @@ ISSUE_15_CASES = [
         why=("overrides", "", "torchtitan/config/configs.py:274"),
     ),
     Case(
+        "flex-flash-on-hopper",
+        "llama3-8b",
+        [],
+        "reject",
+        {"module": S, "model_spec.name": S},
+        {"module": "qwen3", "config": "qwen3_debugmodel_flex_flash", "gpu_arch": "sm90"},
+    ),
+    Case(
+        "flex-flash-on-ampere",
+        "llama3-8b",
+        [],
+        "error",
+        {"error": "Flash backend of FlexAttention is only supported on Hopper or Blackwell"},
+        {"module": "qwen3", "config": "qwen3_debugmodel_flex_flash", "gpu_arch": "sm80"},
+        why=("config", "", "torchtitan/models/common/config_utils.py:89"),
+    ),
+    Case(
         "unknown-optimizer",
         "llama3-8b",
         ["--optimizer.param_groups.0.optimizer_name", "Lion"],

@@ -265,3 +265,24 @@ def test_keys_are_the_parsers_fields_and_all_classified() -> None:
     assert keys.keys["module"] == "torchtitan/config/manager.py:65"
     report = coverage(load_registry("torchtitan", keys.version), keys.keys)
     assert (report.missing, report.not_in_parser, report.derived_in_parser) == ([], [], [])
+
+
+def test_device_probes_answer_the_declared_gpu_and_are_restored() -> None:
+    """While a recipe resolves, torch reports the GPU the recipe declares, never this host's."""
+    import torch
+
+    from runners.torchtitan.machine import capability, declared_gpu, undeclared_hint
+
+    probes = (torch.cuda.is_available, torch.cuda.get_device_capability, torch.version.hip)
+    with declared_gpu(torch, "sm100"):
+        assert torch.cuda.is_available() and torch.cuda.get_device_capability() == (10, 0)
+    with declared_gpu(torch, "sm89"):
+        assert torch.cuda.get_device_capability(0) == (8, 9)
+    with declared_gpu(torch, None):
+        assert not torch.cuda.is_available()
+        with pytest.raises(RuntimeError, match="declares no gpu_arch"):
+            torch.cuda.get_device_capability()
+    assert (torch.cuda.is_available, torch.cuda.get_device_capability, torch.version.hip) == probes
+    assert capability("sm90") == (9, 0) and capability(None) is None
+    assert "declares no gpu_arch" in undeclared_hint("torchtitan/components/quantization/mx.py:71")
+    assert undeclared_hint("torchtitan/trainer.py:421") == ""
