@@ -27,7 +27,8 @@ TORCHTITAN_PATH_VAR = "ATTUNE_TORCHTITAN_PATH"
 
 INSTALL_HINT = (
     "install torchtitan (pip install tyro==1.0.17 spmd_types==0.2.3 torchdata tokenizers "
-    "tensorboard 'datasets>=3.6.0,<4.8.0' && pip install --no-deps torchtitan==0.3.0) or set "
+    "tensorboard 'datasets>=3.6.0,<4.8.0' torchao==0.18.0 && pip install --no-deps "
+    "torchtitan==0.3.0) or set "
     "ATTUNE_TORCHTITAN_PATH to a torchtitan checkout"
 )
 
