@@ -14,6 +14,7 @@ from bot.campaign_state import CampaignState, agent_view
 from bot.candidates import CandidateSteps
 from bot.check_calibration import calibrate_checks
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Stop
+from bot.lessons_campaign import propose_lessons
 from bot.recipe_edit import apply_changes
 from gate import noise
 from gate.errors import AttuneError
@@ -58,6 +59,7 @@ class Campaign(CandidateSteps):
                 continue
             self.step(state)
         self.update_campaign_comment()  # a bot killed right after stopping left it stale
+        propose_lessons(self)  # once per campaign: the ledger records it
         return self.state()
 
     def reconcile(self) -> None:
@@ -178,4 +180,4 @@ class Campaign(CandidateSteps):
             self.registry,
             forecast_s=self.executor.forecast(incumbent.devices),
             cores=self.cores,
-        )
+        ).model_copy(update={"lessons": self.lessons})

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from bot import render
 from bot.campaign_state import CampaignState, fold
 from bot.interfaces import Agent, Executor, Forge, Role
+from bot.lesson_view import LessonView
 from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger
@@ -44,6 +45,7 @@ class CampaignCore:
         progress: Progress | None = None,
         cores: int | None = None,
         stop_requested: Callable[[], bool] | None = None,
+        lessons: list[LessonView] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
@@ -55,6 +57,8 @@ class CampaignCore:
         self.cores = cores or os.cpu_count() or 1
         self.stop_requested = stop_requested or (lambda: False)
         """Polled between steps: True stops the campaign (``/attune stop``)."""
+        self.lessons = lessons or []
+        """The experience bank's accepted lessons that match the campaign (``bot.lessons``)."""
 
     # --- state ---
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bot.agents.random_search import RandomSearchAgent
@@ -18,6 +19,7 @@ from bot.campaign import Campaign
 from bot.campaign_core import Progress
 from bot.campaign_state import CampaignParams, fold
 from bot.interfaces import Agent, Executor, Forge
+from bot.lessons_campaign import lessons_for
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import parse_recipe
@@ -102,6 +104,7 @@ def open_campaign(
     max_trials: int = MAX_TRIALS,
     origin: dict[str, Any] | None = None,
     backend: str | None = None,
+    lessons: bool = True,
 ) -> CampaignParams:
     """Validate a request and write ``campaign_opened``; bad input raises AttuneError and
     writes nothing. ``origin`` holds GitHub mode's fields (repo, pr, head_sha, by, ...)."""
@@ -128,6 +131,7 @@ def open_campaign(
         calibration_runs=calibration_runs,
         max_trials=max_trials,
         backend=backend,
+        lessons=lessons,
         **(origin or {}),
     )
     ledger.append(name, "campaign_opened", params.model_dump(exclude_none=True))
@@ -143,6 +147,7 @@ def build_campaign(
     progress: Progress | None = None,
     stop_requested: Callable[[], bool] | None = None,
     agent: Agent | None = None,
+    lessons_dir: Path | None = None,
 ) -> Campaign:
     """The campaign ``name`` of ``ledger`` with the agent it was opened with (or ``agent``)."""
     params = fold(name, ledger.events(name)).params
@@ -165,4 +170,5 @@ def build_campaign(
         registry=registry,
         progress=progress,
         stop_requested=stop_requested,
+        lessons=lessons_for(params, effective, recipe, lessons_dir),
     )

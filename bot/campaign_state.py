@@ -87,6 +87,7 @@ class CampaignState(BaseModel):
     """Fingerprints of every effective config gated or started: the agent never repeats one."""
     acting_for: str | None = None
     """Who the campaign acts for: the user who started it, or who last resumed it."""
+    lessons_proposed: dict[str, Any] | None = None  # the end-of-campaign lessons pull request
     llm: dict[str, float] = Field(default_factory=dict)
     """The LLM agent's model calls: ``calls``, ``input_tokens``, ``output_tokens``, ``cost_usd``."""
     assumptions: list[str] = Field(default_factory=list)
@@ -185,6 +186,8 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             )
         elif kind == "campaign_stopped":
             state.stopped = p
+        elif kind == "lessons_proposed":
+            state.lessons_proposed = p
         elif kind == "campaign_resumed":
             state.stopped = None
             state.acting_for = p["by"] or state.acting_for

@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--max-trials", type=int, default=20, help="candidates at most")
     tune.add_argument("--calibration-runs", type=int, default=5, help="baseline runs (>= 5)")
     tune.add_argument(
+        "--no-lessons",
+        action="store_true",
+        help="the agent does not read the experience bank (registry/lessons/), for ablation",
+    )
+    tune.add_argument(
         "--backend",
         choices=BACKENDS,
         help="where trials run (default local; slurm: ATTUNE_SLURM_*)",
@@ -124,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "show":
             p.add_argument("--campaign")
 
+    lessons = sub.add_parser("lessons", help="the experience bank (registry/lessons/)")
+    lessons_sub = lessons.add_subparsers(dest="lessons_command", required=True)
+    audit = lessons_sub.add_parser("audit", help="re-check every lesson against its ledgers")
+    audit.add_argument("--root", type=Path, help="cited ledgers' root (default: attune's)")
+    for p in (lessons_sub.add_parser("list", help="every lesson, its status and scope"), audit):
+        p.add_argument("--bank", type=Path, help="lesson directory (default: registry/lessons)")
+
     pr = sub.add_parser("pr", help="pull requests of the local forge (WORKDIR/forge)")
     pr_sub = pr.add_subparsers(dest="pr_command", required=True)
     pr_list = pr_sub.add_parser("list", help="every pull request, its state and checks")
@@ -162,6 +174,7 @@ def dispatch(args: argparse.Namespace) -> int:
             max_trials=args.max_trials,
             calibration_runs=args.calibration_runs,
             backend=args.backend,
+            lessons=not args.no_lessons,
         )
     if args.command == "stop":
         from bot.commands.stop import stop
@@ -219,6 +232,12 @@ def dispatch(args: argparse.Namespace) -> int:
         from bot.commands.registry import registry_coverage
 
         return registry_coverage(args.framework, registry_dir=args.registry, as_json=args.as_json)
+    if args.command == "lessons":
+        from bot.commands.lessons import lessons_audit, lessons_list
+
+        if args.lessons_command == "list":
+            return lessons_list(args.bank)
+        return lessons_audit(args.bank, args.root)
     if args.command == "pr":
         from bot.commands.pr import pr_list, pr_show
 

@@ -73,7 +73,7 @@ def propose_lessons(core: CampaignCore) -> None:
     params = state.params
     if params is None or state.stopped is None or state.stopped.get("reason") not in FINAL:
         return
-    if any(e.kind == "lessons_proposed" for e in core.ledger.events(core.name)):
+    if state.lessons_proposed is not None:
         return
     recipe = parse_recipe(params.recipe_text, path=params.recipe_path)
     facts = campaign_facts(core.baseline_effective(state), recipe.body)

@@ -52,6 +52,8 @@ def report_of(state: CampaignState) -> CampaignReport:
         evidence=[str(x) for x in stopped.get("evidence") or []],
         harness=state.harness[0],
         overridden=state.harness[1],
+        lessons_read=params.lessons if params else True,
+        lessons_proposed=state.lessons_proposed,
         llm=state.llm,
         assumptions=state.assumptions,
     )
@@ -103,6 +105,7 @@ def _candidate_row(record: TrialRecord) -> CandidateRow:
             mechanism=str(p.get("mechanism") or ""),
             expected_gain_pct=_float(p.get("expected_gain_pct")),
             sources=[str(s) for s in p.get("sources") or []],
+            lessons=[str(x) for x in p.get("lessons_used") or []],
         ),
         recipe_text=p.get("recipe_text"),
         verdict=record.gate_verdict,
@@ -138,6 +141,8 @@ def _hypothesis(h: Hypothesis) -> str:
     text = f"{h.bottleneck}: {h.mechanism}" if h.bottleneck else h.mechanism
     if h.expected_gain_pct is not None:
         text += f", expected {h.expected_gain_pct:+g}%"
+    if h.lessons:
+        text += f" (lessons: {', '.join(h.lessons)})"
     return text
 
 
@@ -206,6 +211,7 @@ def render_markdown(report: CampaignReport) -> str:
     if sourced:
         out += ["", "Sources:", ""]
         out += [f"- {c.trial}: " + "; ".join(c.hypothesis.sources) for c in sourced]
+    out += lessons_section(r)
     out += ["", "## Calibration and profile runs", ""]
     out += ["| trial | role | status | score (tokens/s/device) | profile | device-s |"]
     out += ["|---|---|---|---:|---|---:|"]
@@ -239,6 +245,25 @@ def render_markdown(report: CampaignReport) -> str:
         out.append("Not stopped: the campaign is still in progress.")
     out += ["", "## Plot", "", "![trials, incumbent and cost](report.png)", ""]
     return "\n".join(out)
+
+
+def lessons_section(r: CampaignReport) -> list[str]:
+    """The experience bank: read or not, the lessons the hypotheses used, the ones proposed."""
+    out = ["", "## Experience bank", ""]
+    if not r.lessons_read:
+        out.append("Not read: the campaign was opened with `--no-lessons`.")
+    used = sorted({x for c in r.candidates for x in c.hypothesis.lessons})
+    trials = {x: [c.trial for c in r.candidates if x in c.hypothesis.lessons] for x in used}
+    out += [f"- used `{x}`: {', '.join(trials[x])}" for x in used] or ["- no lesson used"]
+    proposed = r.lessons_proposed
+    if proposed is None:
+        out.append("- lessons proposed: not yet (at the end of the campaign)")
+    elif proposed.get("pr") is None:
+        out.append("- lessons proposed: none (no trial beat or lost by more than the noise)")
+    else:
+        ids = ", ".join(f"`{x}`" for x in proposed.get("lessons") or [])
+        out.append(f"- lessons proposed for review in #{proposed['pr']}: {ids}")
+    return out
 
 
 def write_report(events: list[LedgerEvent], workdir: Path) -> Path:

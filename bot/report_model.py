@@ -18,6 +18,8 @@ class Hypothesis(BaseModel):
     mechanism: str = ""
     expected_gain_pct: float | None = None
     sources: list[str] = Field(default_factory=list)
+    lessons: list[str] = Field(default_factory=list)
+    """Ids of the experience bank's lessons it relied on (``lessons_used``)."""
 
 
 class CandidateRow(BaseModel):
@@ -110,6 +112,10 @@ class CampaignReport(BaseModel):
     """The recipe's own arguments the harness replaced."""
     recipe_diff: str = ""
     """Unified diff baseline -> tuned recipe; empty when no change was merged."""
+    lessons_read: bool = True
+    """False: opened with ``--no-lessons``."""
+    lessons_proposed: dict[str, Any] | None = None
+    """The ``lessons_proposed`` event: the lessons pull request at the end."""
     llm: dict[str, float] = Field(default_factory=dict)
     """The LLM agent's calls, tokens and dollars (``CampaignState.llm``); empty without one."""
     assumptions: list[str] = Field(default_factory=list)

@@ -11,6 +11,8 @@ by default), the installed framework versions and their registries; the checks t
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -52,15 +54,20 @@ def read_campaign(root: Path, ledger: str, campaign: str) -> CampaignState | str
     path = Path(ledger) if Path(ledger).is_absolute() else root / ledger
     if not path.is_file():
         return f"the ledger {ledger} does not exist"
-    try:
-        with Ledger(path) as opened:
-            if campaign not in opened.campaigns():
-                return f"no campaign {campaign} in {ledger}"
-            if not opened.verify().ok:
-                return f"{ledger}: its hash chain is broken"
-            return fold(campaign, opened.events(campaign))
-    except AttuneError as exc:
-        return f"{ledger}: {exc}"
+    with tempfile.TemporaryDirectory() as tmp:  # opening a ledger writes to it: read a copy
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        if path.with_name(path.name + "-wal").is_file():
+            shutil.copyfile(path.with_name(path.name + "-wal"), Path(tmp) / f"{path.name}-wal")
+        try:
+            with Ledger(copy) as opened:
+                if campaign not in opened.campaigns():
+                    return f"no campaign {campaign} in {ledger}"
+                if not opened.verify().ok:
+                    return f"{ledger}: its hash chain is broken"
+                return fold(campaign, opened.events(campaign))
+        except AttuneError as exc:
+            return f"{ledger}: {exc}"
 
 
 def audit_bank(bank: list[tuple[str, Lesson]], root: Path) -> list[Audit]:
@@ -70,13 +77,16 @@ def audit_bank(bank: list[tuple[str, Lesson]], root: Path) -> list[Audit]:
             key = (cited.ledger, cited.campaign)
             if key not in campaigns:
                 campaigns[key] = read_campaign(root, *key)
-    out = []
-    for file, lesson in bank:
+    frameworks: dict[str, tuple[str | None, set[str] | None]] = {}
+    for _, lesson in bank:
         framework = lesson.scope.framework
-        installed = installed_version(framework)
-        keys = layout_keys(framework, installed) if installed else None
-        out.append(audit(file, lesson, campaigns, installed, keys))
-    return out
+        if framework not in frameworks:
+            installed = installed_version(framework)
+            frameworks[framework] = (
+                installed,
+                layout_keys(framework, installed) if installed else None,
+            )
+    return [audit(f, x, campaigns, *frameworks[x.scope.framework]) for f, x in bank]
 
 
 def _rel(path: str, root: Path) -> str:

@@ -73,9 +73,11 @@ def open_new(
     max_trials: int,
     calibration_runs: int,
     backend: str = "local",
+    lessons: bool = True,
 ) -> None:
     """Create the work directory and open the campaign in its ledger. A cluster backend is
-    reached first: bad settings or credentials fail here, with nothing written."""
+    reached first: bad settings or credentials fail here, with nothing written. ``lessons``
+    False (``--no-lessons``): the agent does not read the experience bank."""
     if recipe_path is None or budget_hours is None:
         raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
     if budget_hours <= 0:
@@ -102,6 +104,7 @@ def open_new(
             calibration_runs=calibration_runs,
             max_trials=max_trials,
             backend=None if backend == "local" else backend,
+            lessons=lessons,
         )
 
 
@@ -117,9 +120,16 @@ def open_ledger(workdir: Path) -> tuple[Ledger, str]:
     return ledger, campaigns[0]
 
 
-def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None) -> Path:
+def run_campaign(
+    workdir: Path,
+    *,
+    live: bool = True,
+    agent: Agent | None = None,
+    lessons_dir: Path | None = None,
+) -> Path:
     """Run or resume the campaign in ``workdir``; returns the report path. ``agent``
-    replaces the one the campaign was opened with (for plugging in another implementation)."""
+    replaces the one the campaign was opened with (for plugging in another implementation);
+    ``lessons_dir`` the experience bank (default ``registry/lessons/``)."""
     ledger, name = open_ledger(workdir)
     with ledger, sigterm_interrupts():
         params = fold(name, ledger.events(name)).params
@@ -150,6 +160,7 @@ def run_campaign(workdir: Path, *, live: bool = True, agent: Agent | None = None
                     progress=progress,
                     agent=agent,
                     stop_requested=stop_requested(workdir),
+                    lessons_dir=lessons_dir,
                 )
                 state = campaign.run()
             report = write_report(ledger.events(name), workdir)
@@ -188,10 +199,13 @@ def tune(
     max_trials: int,
     calibration_runs: int,
     backend: str | None = None,
+    lessons: bool = True,
 ) -> int:
     if resume is not None:
         if recipe_path is not None:
             raise AttuneError("--resume continues a campaign: give the directory, not a recipe")
+        if not lessons:
+            raise AttuneError("--no-lessons is chosen when a campaign opens; --resume keeps it")
         resume_campaign(resume, backend)
         return 0
     if recipe_path is None:
@@ -208,6 +222,7 @@ def tune(
         max_trials=max_trials,
         calibration_runs=calibration_runs,
         backend=backend or "local",
+        lessons=lessons,
     )
     console.print(f"campaign {workdir.name}: work directory {workdir}")
     run_campaign(workdir)

@@ -22,14 +22,14 @@ WRITE_VERBS: frozenset[str] = frozenset({"tune", "stop", "resume"})
 """Verbs that start or stop work: write, maintain or admin permission only."""
 
 USAGE = """\
-`/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules]`: tune the recipe this PR changes
+`/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules] [lessons=off]`: tune this PR's recipe
 `/attune status`: where the campaign on this pull request stands
 `/attune stop`: stop the campaign after the current trial
 `/attune resume`: continue a stopped or interrupted campaign
 `/attune help`: this message"""
 
 FORMS = {
-    "tune": "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules]",
+    "tune": "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules] [lessons=off]",
     "status": "/attune status",
     "stop": "/attune stop",
     "resume": "/attune resume",
@@ -42,6 +42,8 @@ class Command(BaseModel):
     budget_hours: float | None = None
     steps: int | None = None
     agent: str | None = None
+    lessons: bool | None = None
+    """False: ``lessons=off``, the agent does not read the experience bank (ablation)."""
 
     @property
     def needs_write(self) -> bool:
@@ -77,7 +79,13 @@ def _agent(value: str) -> str:
     return value
 
 
-PARSERS = {"budget": _budget, "steps": _steps, "agent": _agent}
+def _lessons(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise CommandError(f"`lessons={value}` is not `on` or `off`")
+    return value == "on"
+
+
+PARSERS = {"budget": _budget, "steps": _steps, "agent": _agent, "lessons": _lessons}
 
 
 def parse(body: str) -> Command | None:
@@ -120,4 +128,5 @@ def parse(body: str) -> Command | None:
         budget_hours=values.get("budget"),
         steps=values.get("steps"),
         agent=values.get("agent"),
+        lessons=values.get("lessons"),
     )

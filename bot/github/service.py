@@ -163,6 +163,7 @@ class GitHubCampaigns:
                     warmup=min(DEFAULT_WARMUP, steps - 1),
                     agent=command.agent or "rules",
                     origin=origin,
+                    lessons=command.lessons is not False,
                 )
             except AttuneError as exc:
                 return replies.not_a_recipe(path, head, str(exc))

@@ -130,7 +130,7 @@ CANDIDATE_BODY = """\
 - **Mechanism:** {mechanism}
 - **Expected gain:** +{expected_gain_pct:.0f}% tokens/s/device
 - **Lever:** {lever}{coupled}
-- **Source read:** {sources}
+- **Source read:** {sources}{lessons}
 
 ## Change
 
@@ -187,10 +187,18 @@ def candidate_body(
         lever=", ".join(f"`{k}`" for k in proposal["lever"]),
         coupled=" (one coupled parallel split)" if proposal["coupled"] else "",
         sources=", ".join(f"`{s}`" for s in proposal["sources"]),
+        lessons=_lessons_used(proposal.get("lessons_used") or []),
         rows=rows,
         campaign=campaign,
         trial=proposal["trial"],
     )
+
+
+def _lessons_used(ids: list[str]) -> str:
+    """The hypothesis line naming the experience bank's lessons it relies on (docs/lessons.md)."""
+    if not ids:
+        return ""
+    return "\n- **Lessons used:** " + ", ".join(f"`{i}`" for i in ids) + " (`registry/lessons/`)"
 
 
 def gate_summary(report: GateReport) -> str:
