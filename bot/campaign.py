@@ -57,6 +57,8 @@ class Campaign(CandidateSteps):
             if pending:
                 self.advance(pending[0].trial)
                 continue
+            if self.recalibrate(state) or self.confirm(state):
+                continue
             self.step(state)
         self.update_campaign_comment()  # a bot killed right after stopping left it stale
         propose_lessons(self)  # once per campaign: the ledger records it
@@ -125,12 +127,12 @@ class Campaign(CandidateSteps):
         """Ask the agent for the next move and start it."""
         params = self._params(state)
         if len(state.candidates) >= params.max_trials:
-            self.stop("max_trials", [f"{params.max_trials} candidates tried"])
+            self.end("max_trials", [f"{params.max_trials} candidates tried"])
             return
         view = self.view(state)
         decision = self.agent.decide(view, self.probe_of(state), state.tried)
         if isinstance(decision, Stop):
-            self.stop(decision.reason, decision.evidence)
+            self.end(decision.reason, decision.evidence)
         elif isinstance(decision, ProfileRequest):
             tries = [t for t, inc in state.profile_requests.items() if inc == state.incumbent]
             if len(tries) >= PROFILE_TRIES:

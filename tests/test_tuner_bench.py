@@ -1,0 +1,212 @@
+"""The tuner benchmark: its pure computations (device-hours to X% of the optimum, medians,
+ratios, the table), the optimum table and its per-machine cache, the sweep's bookkeeping, and
+one tiny end-to-end run of ``benchmarks/tuner.py`` over a table of invented numbers (TEST
+DOUBLE: ``invented_table``; every campaign step but the run itself is real)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from benchmarks import optimum, tuner
+from benchmarks.optimum_table import Machine, Measurement, OptimumTable, load, save
+from benchmarks.tuner_metrics import (
+    CampaignResult,
+    agent_row,
+    hours_to_reach,
+    median,
+    ratio,
+    step_value,
+    table,
+)
+from bot.agents.layout_space import embedded_layouts, layout_key
+from gate import budget
+from gate.ledger import Ledger
+from gate.models import ProfileBreakdown
+from gate.recipe import load_recipe
+
+CONFIG = {
+    "n_layer": 1,
+    "d_model": 16,
+    "n_head": 2,
+    "seq_len": 8,
+    "global_batch_size": 2,
+    "threads": 1,
+    "micro_batch_size": 1,
+    "activation_checkpointing": True,
+    "attention": "math",
+    "compile": False,
+    "optimizer_impl": "for_loop",
+}
+BASELINE = {k: CONFIG[k] for k in ("threads", "micro_batch_size", "activation_checkpointing")}
+BASELINE.update(data_parallel_size=1, attention="math", compile=False, optimizer_impl="for_loop")
+MACHINE = Machine(
+    cpu_model="Test CPU", cores=1, torch="2.13.0", workload_version="1", recipe="abc",
+    steps=6, warmup=2,
+)  # fmt: skip
+
+
+PROFILE = ProfileBreakdown(compute=0.7, communication=0.0, cpu=0.25, idle=0.05, step_seconds=0.1,
+                           steps=2)  # fmt: skip
+
+
+def speed(layout: dict[str, Any]) -> float:
+    """TEST DOUBLE: invented tokens/s of a layout."""
+    s = 1000.0 * (1.3 if layout["micro_batch_size"] == 2 else 1.0)
+    s *= 0.8 if layout["activation_checkpointing"] else 1.0
+    s *= 1.05 if layout["attention"] == "sdpa" else 1.0
+    s *= 0.98 if layout["compile"] else 1.0
+    return s * {"for_loop": 1.0, "foreach": 1.03, "fused": 1.04}[layout["optimizer_impl"]]
+
+
+def invented_table() -> OptimumTable:
+    """TEST DOUBLE: every compile=false layout of the 1-core space, one compile twin, and three
+    runs of the baseline's layout for the noise; device-seconds are 10 per run."""
+    tab = OptimumTable(machine=MACHINE, baseline=BASELINE)
+    for layout in embedded_layouts(CONFIG, 1):
+        if layout["compile"] and layout != {**BASELINE, "compile": True}:
+            continue
+        spread = (0.99, 1.0, 1.01) if layout == BASELINE else (1.0,)
+        scores = [speed(layout) * f for f in spread]
+        tab.put(Measurement(layout=layout, scores=scores, device_seconds=[10.0] * len(spread),
+                            step1_loss=5.5, profile=PROFILE, profile_seconds=12.0))  # fmt: skip
+    return tab
+
+
+# --- pure computations ---
+
+
+def test_hours_to_reach_and_step_values() -> None:
+    curve = [(0.01, 1.0), (0.02, 1.5), (0.03, 1.5), (0.03, 1.9), (0.05, 2.0)]
+    assert hours_to_reach(curve, 1.9) == 0.03
+    assert hours_to_reach(curve, 0.95 * 2.0) == 0.03
+    assert hours_to_reach(curve, 2.01) is None
+    assert step_value(curve, 0.0) == 1.0
+    assert step_value(curve, 0.025) == 1.5
+    assert step_value(curve, 1.0) == 2.0
+
+
+def test_medians_count_never_as_late() -> None:
+    assert median([0.1, None, 0.3]) == 0.3
+    assert median([0.1, None, None]) is None
+    assert median([0.2, 0.4]) == pytest.approx(0.3)
+
+
+def test_agent_rows_ratios_and_table() -> None:
+    def result(agent: str, curve: list[tuple[float, float]]) -> CampaignResult:
+        return CampaignResult(agent=agent, seed=0, curve=curve, reported_speedup=None, trials=4)
+
+    rules = [result("rules", [(0.01, 1.0), (0.02, 1.96)]), result("rules", [(0.03, 2.0)])]
+    rules.append(result("rules", [(0.01, 1.0), (0.05, 1.5)]))
+    rand = [result("random", [(0.06, 1.9), (0.09, 2.0)]) for _ in range(3)]
+    slow = [result("tpe", [(0.1, 1.2)]) for _ in range(3)]
+    r_row, x_row, t_row = (agent_row(a, rs, 2.0) for a, rs in
+                           (("rules", rules), ("random", rand), ("tpe", slow)))  # fmt: skip
+    assert r_row.final_speedup == 1.96 and r_row.fraction == pytest.approx(0.98)
+    assert r_row.hours_to[0.95] == 0.03 and r_row.reached[0.95] == 2
+    assert x_row.hours_to[0.90] == 0.06 and x_row.hours_to[0.95] == 0.06
+    assert t_row.hours_to[0.95] is None and t_row.reached[0.95] == 0
+    assert ratio(r_row, x_row, 0.95, 0.1) == "0.50"
+    assert ratio(r_row, t_row, 0.95, 0.1).startswith("<= 0.30 (tpe did not reach it")
+    text = table([r_row, x_row, t_row], optimum=2.0, budget_h=0.1)
+    assert "| rules | 3 | 1.96x | 98.0% | 0.0300 (2/3) | 0.0300 (2/3) |" in text
+    assert "| tpe | 3 | 1.20x | 60.0% | not reached (0/3) | not reached (0/3) |" in text
+    assert "rules / random device-hours to 95% of the optimum: 0.50 (target <= 0.33)" in text
+
+
+# --- the table and its cache ---
+
+
+def test_table_optimum_noise_and_compile_estimate() -> None:
+    tab = invented_table()
+    best = tab.best()
+    assert best.layout["micro_batch_size"] == 2 and best.layout["optimizer_impl"] == "fused"
+    assert not best.layout["activation_checkpointing"] and best.layout["attention"] == "sdpa"
+    assert tab.baseline_score() == pytest.approx(1000 * 0.8)
+    assert tab.noise_cv() == pytest.approx(0.01, rel=0.01)  # three runs of 0.99, 1.0, 1.01
+    score_ratio, cost_ratio = tab.compile_factor() or (0.0, 0.0)
+    assert score_ratio == pytest.approx(0.98) and cost_ratio == 1.0
+    unmeasured = {**best.layout, "compile": True}
+    found = tab.lookup(unmeasured)
+    assert found is not None and found[1] is True
+    assert found[0].score == pytest.approx((best.score or 0) * 0.98)
+    assert tab.lookup(best.layout) == (best, False)
+
+
+def test_cache_hits_the_same_machine_only(tmp_path: Path) -> None:
+    tab = invented_table()
+    path = save(tab, tmp_path)
+    assert path.parent == tmp_path and path.name == f"{MACHINE.key()}.json"
+    again = load(MACHINE, tmp_path)
+    assert again is not None and again.entries.keys() == tab.entries.keys()
+    for change in ({"torch": "2.14.0"}, {"cores": 2}, {"cpu_model": "Other"}, {"recipe": "x"}):
+        assert load(MACHINE.model_copy(update=change), tmp_path) is None
+
+
+def test_sweep_measures_everything_once_and_resumes(tmp_path: Path) -> None:
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump({"framework": "embedded", "name": "tiny", "config": CONFIG},
+                                     sort_keys=False))  # fmt: skip
+    ran: list[str] = []
+
+    def runner(layout: dict[str, Any]) -> Measurement:  # TEST DOUBLE of a real run
+        ran.append(layout_key(layout))
+        return Measurement(layout=layout, scores=[speed(layout)], device_seconds=[10.0])
+
+    base = load_recipe(recipe)
+    tab = optimum.sweep(base, cores=1, top=2, repeats=3, compile_top=1, root=tmp_path,
+                        run=runner, say=lambda _: None)  # fmt: skip
+    plain = [lay for lay in embedded_layouts(CONFIG, 1) if not lay["compile"]]
+    assert len(plain) == 24
+    assert all(len(tab.get(lay).scores) >= 1 for lay in plain)  # type: ignore[union-attr]
+    leaders = [m.layout for m in tab.ranked()[:2]]
+    assert all(len(tab.get(lay).scores) == 3 for lay in [*leaders, BASELINE])  # type: ignore[union-attr]
+    compiled = [m.layout for m in tab.entries.values() if m.layout["compile"]]
+    assert len(compiled) == 2  # the leader's twin and the baseline's
+    assert len(ran) == 24 + 3 * 2 + 2  # each once, 3 layouts twice more, 2 compiled twins
+    assert load(tab.machine, tmp_path) is not None
+    ran.clear()
+    optimum.sweep(base, cores=1, top=2, repeats=3, compile_top=1, root=tmp_path, run=runner,
+                  say=lambda _: None)  # fmt: skip
+    assert ran == []  # cached: nothing measured again
+
+
+# --- end to end, tiny ---
+
+
+def test_tuner_quick_run_prints_the_table_and_writes_the_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_live_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the table covers every run: nothing may run live")
+
+    monkeypatch.setattr(optimum, "run_layout", no_live_run)
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump({"framework": "embedded", "name": "tiny", "config": CONFIG},
+                                     sort_keys=False))  # fmt: skip
+    table_path = tmp_path / "table.json"
+    table_path.write_text(invented_table().model_dump_json())
+    out, plot = tmp_path / "bench", tmp_path / "plot.png"
+    rc = tuner.main(["--quick", "--budget", "0.05", "--table", str(table_path), "--recipe",
+                     str(recipe), "--out", str(out), "--plot", str(plot)])  # fmt: skip
+    text = capsys.readouterr().out
+    assert rc == 0
+    for agent in ("rules", "random", "tpe"):
+        assert f"| {agent} | 1 |" in text
+        assert (out / f"{agent}-0" / "ledger.db").exists()
+    assert "rules / random device-hours to 95% of the optimum" in text
+    assert "runs replayed from the measured table" in text
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert (out / "tuner-bench.md").read_text().startswith("| agent |")
+    # what each campaign spent is what its ledger charged: 10 s a run (12 s a profile run),
+    # calibration's 5 runs included, within the budget
+    spent = {line.split("|")[1].strip(): float(line.split("|")[7]) for line in text.splitlines()
+             if line.startswith(("| rules |", "| random |", "| tpe |"))}  # fmt: skip
+    for agent, hours in spent.items():
+        with Ledger(out / f"{agent}-0" / "ledger.db") as ledger:
+            charged = budget.spent_device_seconds(ledger.events(f"{agent}-0"))
+        assert hours == pytest.approx(charged / 3600, abs=1e-4)
+        assert 50 / 3600 < hours <= 0.05
