@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from bot import render
-from bot.campaign_core import CampaignCore
 from bot.campaign_state import CampaignState, TrialRecord
+from bot.extra_runs import ExtraRuns
 from bot.interfaces import CheckResult, Proposal
 from bot.judgement import judge_finished
 from bot.recipe_edit import apply_changes
 from gate.models import Recipe, TrialResult
 
 
-class CandidateSteps(CampaignCore):
+class CandidateSteps(ExtraRuns):
     def propose(self, state: CampaignState, proposal: Proposal) -> None:
         n = len(state.candidates) + 1
         trial = f"c{n}"
@@ -107,7 +107,13 @@ class CandidateSteps(CampaignCore):
                 self.executor.finish(trial, launch)
             return
         else:
-            verdict.update(judge_finished(state, self._result(record)))
+            first = judge_finished(state, self._result(record))
+            if first["decision"] == "remeasure":  # in (0, bar]: A/B pairs decide
+                paired = self.remeasure(state, record)
+                if paired is None:
+                    return
+                first.update(paired)
+            verdict.update(first)
         self.ledger.append(self.name, "trial_judged", verdict)
         self.progress.update(
             self.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--agent",
         default="rules",
-        help="who proposes candidates: rules, or claude (needs ANTHROPIC_API_KEY)",
+        help="who proposes candidates: rules, claude (needs ANTHROPIC_API_KEY), or the "
+        "baselines random and tpe (seed: ATTUNE_AGENT_SEED)",
     )
     tune.add_argument("--workdir", type=Path, help="default: runs/tune-<recipe>-<time>")
     tune.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from bot.lesson_view import LessonView
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
+from gate.events_judgement import Phase
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
 from runners.bench import Launch
 from runners.local import Backend as Backend  # defined beside the backends
@@ -140,8 +141,8 @@ class Forge(Protocol):
         """Unified diff of the pull request (base...head)."""
 
 
-Role = Literal["calibration", "profile", "candidate", "layout_check"]
-"""Why a trial runs."""
+Role = Literal["calibration", "profile", "candidate", "layout_check"] | Phase
+"""Why a trial runs (``gate.events.Role``)."""
 
 
 class Executor(Protocol):

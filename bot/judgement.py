@@ -1,7 +1,11 @@
-"""The decision on a candidate that ran: pure, from its result and the campaign's state.
+"""The decisions on a candidate, pure, from its runs and the campaign's state
+(``docs/judgement.md``).
 
-The post-launch gate first (step-1 loss against the baseline's, no NaN/Inf), then the score
-against the incumbent's by the calibrated noise threshold: only a gain beyond it merges.
+First run: the post-launch gate (``gate.postlaunch.check`` against the calibrated reference),
+then the gain over the incumbent's score against the one-run bar (``gate.sequential``): beyond
+it the candidate merges on that run, at or below 0 it closes, in between it is re-measured A/B
+and the paired rule decides (``paired_outcome``). The campaign does the runs
+(``bot/extra_runs.py``); nothing here reads or writes anything.
 """
 
 from __future__ import annotations
@@ -9,14 +13,43 @@ from __future__ import annotations
 from typing import Any
 
 from bot.campaign_state import CampaignState
-from gate import noise, postlaunch
-from gate.models import TrialResult
+from bot.judgement_state import ok_score
+from gate import noise, postlaunch, sequential
+from gate.events_judgement import RunRequested
+from gate.models import NoiseModel, TrialResult
 from gate.postlaunch_reference import PostLaunchReference
 
 
+def judging_noise(state: CampaignState) -> NoiseModel:
+    """The noise the incumbent is judged with: its layout's recalibration when a merge changed
+    the variance, else the baseline's calibration."""
+    model = state.judgement.noise or state.noise
+    assert model is not None, "judging before the noise was calibrated"
+    return model
+
+
+def incumbent_runs(state: CampaignState) -> list[tuple[str, float]]:
+    """(trial, score) of every run a merged incumbent's score is the mean of: its own, the
+    profile runs of it and the extra runs of its recipe (``CampaignState.winner_score``)."""
+    trial = state.incumbent
+    assert trial != "baseline", "the baseline's score is its calibration's mean"
+    runs = [(trial, ok_score(state.trials[trial].finished))]
+    runs += [
+        (p, ok_score(state.trials[p].finished))
+        for p, inc in state.profile_requests.items()
+        if inc == trial and p in state.trials
+    ]
+    runs += [(r, ok_score(state.trials[r].finished)) for r in _with_records(state, trial)]
+    return [(t, s) for t, s in runs if s is not None]
+
+
+def _with_records(state: CampaignState, trial: str) -> list[str]:
+    return [r for r in state.judgement.runs_of_recipe(trial) if r in state.trials]
+
+
 def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
-    """The ``trial_judged`` fields (decision, reason, score, gain, post-launch outcome) for a
-    finished candidate."""
+    """The ``trial_judged`` fields (decision, reason, score, gain, bar, post-launch outcome) of
+    a candidate's first run; ``decision`` is ``remeasure`` when it lands in (0, bar]."""
     baseline_loss = state.baseline_step1_loss
     incumbent = state.incumbent_score
     assert baseline_loss is not None and state.noise is not None and incumbent
@@ -25,18 +58,65 @@ def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
     verdict: dict[str, Any] = {"post_passed": post.passed, "post_reasons": post.reasons}
     if not post.passed:
         return {**verdict, "decision": "close", "reason": "; ".join(post.reasons)}
+    model = judging_noise(state)
     score = float(result.score or 0.0)
     gain = noise.relative_gain(score, incumbent)
-    threshold = state.noise.threshold
-    verdict.update(score=score, gain=gain)
-    if noise.beats(score, incumbent, state.noise):
-        return {
-            **verdict,
-            "decision": "merge",
-            "reason": f"{gain:+.1%} beats the {threshold:.1%} threshold",
-        }
-    if gain < 0:
-        reason = f"{gain:+.1%}: slower than the incumbent"
-        return {**verdict, "decision": "close", "reason": reason}
-    reason = f"{gain:+.1%} does not beat the {threshold:.1%} threshold"
-    return {**verdict, "decision": "close", "reason": reason}
+    runs = model.runs if state.incumbent == "baseline" else len(incumbent_runs(state))
+    bar = sequential.one_run_bar(model, max(1, runs))
+    verdict.update(score=score, gain=gain, threshold=model.threshold, bar=bar)
+    decision = sequential.first_run(gain, bar)
+    if decision == "merge":
+        reason = f"{gain:+.1%} beats the one-run bar {bar:.1%}"
+    elif decision == "remeasure":
+        reason = f"{gain:+.1%} is within the one-run bar {bar:.1%}: re-measured A/B"
+    else:
+        reason = f"{gain:+.1%}: no faster than the incumbent"
+    return {**verdict, "decision": decision, "reason": reason}
+
+
+def run_problem(request: RunRequested, finished: dict[str, Any] | None) -> str | None:
+    """Why an extra run gives no score (interrupted, failed), or None when it counts."""
+    if finished is None:
+        return f"its run {request.trial} was not measured"
+    if finished.get("interrupted"):
+        return f"not measured: its run {request.trial} was interrupted"
+    if ok_score(finished) is None:
+        return f"its run {request.trial} ({request.arm}) ended {finished.get('status')}"
+    return None
+
+
+def pairs_of(
+    state: CampaignState, runs: list[RunRequested]
+) -> tuple[list[tuple[float, float]], str | None]:
+    """The complete (A, B) pairs of ``runs`` (alternating A, B, ...), and the first problem."""
+    scores: list[float] = []
+    for request in runs:
+        record = state.trials.get(request.trial)
+        problem = run_problem(request, record.finished if record else None)
+        if problem is not None:
+            return [], problem
+        scores.append(float(ok_score(record.finished if record else None) or 0.0))
+    return list(zip(scores[0::2], scores[1::2], strict=False)), None
+
+
+def paired_outcome(
+    state: CampaignState, runs: list[RunRequested], *, max_pairs: int = sequential.MAX_PAIRS
+) -> dict[str, Any] | None:
+    """The ``trial_judged`` fields once the A/B runs of a candidate decide it; None while more
+    runs are needed (the next one is A when ``runs`` is even, else B)."""
+    pairs, problem = pairs_of(state, runs)
+    if problem is not None:
+        return {"decision": "close", "reason": f"re-measured A/B: {problem}", "pairs": len(pairs)}
+    if len(runs) % 2 == 1:
+        return None
+    verdict = sequential.decide(pairs, max_pairs=max_pairs)
+    if verdict.decision == "more":
+        return None
+    return {
+        "decision": verdict.decision,
+        "reason": f"re-measured A/B: {verdict.reason}",
+        "pairs": verdict.pairs,
+        "paired_mean": verdict.mean,
+        "paired_se": verdict.se,
+        "bar": verdict.bar,
+    }

@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.campaign_state import CampaignState, TrialRecord, fold
 from bot.render.text import harness_note, llm_line
+from bot.report_judgement import confirmation_of, judgement_section
 from bot.report_model import (
     NO_CHANGE,
     CampaignReport,
@@ -56,6 +57,8 @@ def report_of(state: CampaignState) -> CampaignReport:
         lessons_proposed=state.lessons_proposed,
         llm=state.llm,
         assumptions=state.assumptions,
+        confirmation=confirmation_of(state),
+        judgement=judgement_section(state),
     )
     for record in state.trials.values():
         if record.role == "candidate":
@@ -192,6 +195,7 @@ def render_markdown(report: CampaignReport) -> str:
             f"- cv: {n.cv:.2%}",
             f"- threshold = max(3%, 3 x cv) = {n.threshold:.2%}",
         ]
+    out += r.judgement
     if r.harness:
         out += ["", "## Benchmark harness", "", harness_note(r.harness, r.overridden)]
     out += ["", "## Trials", ""]

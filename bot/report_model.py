@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from gate.models import NoiseModel
+from gate.sequential import Interval
 
 NO_CHANGE = "no change merged"
 
@@ -120,3 +121,7 @@ class CampaignReport(BaseModel):
     """The LLM agent's calls, tokens and dollars (``CampaignState.llm``); empty without one."""
     assumptions: list[str] = Field(default_factory=list)
     """Questions the LLM agent asked and was told to answer with the default."""
+    confirmation: Interval | None = None
+    """The winner's speedup over the baseline from interleaved pairs, with its interval."""
+    judgement: list[str] = Field(default_factory=list)
+    """The judgement section's Markdown lines (``bot/report_judgement.py``)."""

@@ -15,10 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.event_base import Event as Event  # re-exported: every kind derives from it
 from gate.events_agent import AgentAssumption, ModelCalled
+from gate.events_judgement import JUDGEMENT_MODELS, Phase, TrialJudged
 from gate.events_lessons import LessonsProposed
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
-Role = Literal["calibration", "profile", "candidate", "layout_check"]
+Role = Literal["calibration", "profile", "candidate", "layout_check"] | Phase
+"""Why a trial runs; layout_check: a layout-only variant calibrating the post-launch checks
+(``bot/check_calibration.py``); ``Phase``: the judgement's extra runs (``docs/judgement.md``)."""
 StopReason = Literal[
     "budget",
     "exhausted",
@@ -243,19 +246,6 @@ class TrialAbandoned(Event):
     reason: str
 
 
-class TrialJudged(Event):
-    KIND = "trial_judged"
-    trial: str
-    decision: Decision
-    reason: str
-    score: float | None = None
-    incumbent_score: float | None = None
-    gain: float | None = None
-    threshold: float | None = None
-    post_passed: bool | None = None
-    post_reasons: list[str] | None = None
-
-
 class PrMerged(Event):
     KIND = "pr_merged"
     trial: str
@@ -306,4 +296,5 @@ MODELS: dict[str, type[Event]] = {
         AgentAssumption,
     )
 }
+MODELS.update((model.KIND, model) for model in JUDGEMENT_MODELS)
 """Kind -> its model; the closed list of event kinds."""

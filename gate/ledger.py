@@ -42,6 +42,10 @@ EventKind = Literal[
     "lessons_proposed",
     "model_called",
     "agent_assumption",
+    "run_requested",
+    "noise_recalibrated",
+    "confirmation_requested",
+    "confirmation_finished",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
 

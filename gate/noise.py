@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from gate.models import NoiseModel
 
@@ -39,3 +39,18 @@ def relative_gain(candidate: float, incumbent: float) -> float:
 def beats(candidate: float, incumbent: float, noise: NoiseModel) -> bool:
     """True only when the candidate is faster than the incumbent by more than the threshold."""
     return relative_gain(candidate, incumbent) > noise.threshold
+
+
+VARIANCE_KEYS = frozenset({"threads", "data_parallel_size", "nproc_per_node", "OMP_NUM_THREADS"})
+"""Layout keys that change how noisy a run is, not only how fast: how many threads and ranks
+share the machine (and so contend with whatever else runs there). A merge that moves one has
+the new incumbent's noise recalibrated (``docs/judgement.md``)."""
+VARIANCE_SUFFIXES = ("_parallel_size", "_parallel_degree", "_replicate_degree", "_shard_degree")
+"""Any parallel split (ranks per dimension) changes the variance too, whatever the framework."""
+
+
+def variance_keys(keys: Iterable[str]) -> list[str]:
+    """The keys among ``keys`` whose change calls for recalibrating the noise."""
+    return sorted(
+        k for k in keys if k.rsplit(".", 1)[-1] in VARIANCE_KEYS or k.endswith(VARIANCE_SUFFIXES)
+    )

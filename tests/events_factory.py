@@ -121,6 +121,40 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "question": "Should I optimise for memory or speed?",
         "answer": "Take the default and record the assumption.",
     },
+    "run_requested": {
+        "trial": "c1-a1",
+        "phase": "remeasure",
+        "of": "c1",
+        "arm": "incumbent",
+        "recipe_of": "baseline",
+        "pair": 1,
+    },
+    "noise_recalibrated": {
+        "incumbent": "c1",
+        "keys": ["threads"],
+        "runs": 5,
+        "mean": 1500.0,
+        "std": 15.0,
+        "cv": 0.01,
+        "threshold": 0.03,
+        "scores": [1485.0, 1500.0, 1515.0, 1490.0, 1510.0],
+        "trials": ["c1", "recal-c1-1", "recal-c1-2", "recal-c1-3", "recal-c1-4"],
+    },
+    "confirmation_requested": {
+        "winner": "c1",
+        "pairs": 3,
+        "reason": "exhausted",
+        "evidence": ["no lever left"],
+    },
+    "confirmation_finished": {
+        "winner": "c1",
+        "pairs": 3,
+        "speedup": 1.5,
+        "low": 1.4,
+        "high": 1.6,
+        "level": 0.95,
+        "trials": ["confirm-a1", "confirm-b1", "confirm-a2", "confirm-b2", "confirm-a3"],
+    },
 }
 
 

@@ -1,5 +1,6 @@
-"""The merge/close decision on a finished candidate, as a pure function of its result and the
-campaign's state (the incumbent's score, the noise threshold, the baseline's step-1 loss)."""
+"""The decision on a candidate's first run, as a pure function of its result and the campaign's
+state (the incumbent's score, the noise, the post-launch reference): merge beyond the one-run
+bar, re-measure in (0, bar], close otherwise (``docs/judgement.md``)."""
 
 from __future__ import annotations
 
@@ -35,30 +36,39 @@ def result(score: float, step1_loss: float = 5.0, status: str = "ok") -> TrialRe
     )
 
 
+BAR = 4.9076 * 0.02 * math.sqrt(1 + 1 / 5)
+"""The one-run bar: t_4 at 1 - 0.004 times the gain's spread, over the 6% noise threshold."""
+
+
 @pytest.mark.parametrize(
     ("score", "decision", "reason"),
     [
-        (1070.0, "merge", "+7.0% beats the 6.0% threshold"),
-        (1050.0, "close", "+5.0% does not beat the 6.0% threshold"),
-        (1059.0, "close", "+5.9% does not beat"),  # just under the threshold
-        (990.0, "close", "-1.0%: slower than the incumbent"),
+        (1120.0, "merge", "+12.0% beats the one-run bar 10.8%"),
+        (1070.0, "remeasure", "+7.0% is within the one-run bar 10.8%: re-measured A/B"),
+        (1001.0, "remeasure", "+0.1% is within"),
+        (1000.0, "close", "+0.0%: no faster than the incumbent"),
+        (990.0, "close", "-1.0%: no faster than the incumbent"),
     ],
 )
-def test_only_a_gain_beyond_the_noise_threshold_merges(
+def test_one_run_merges_beyond_the_bar_and_the_zone_below_it_is_re_measured(
     score: float, decision: str, reason: str
 ) -> None:
     verdict = judge_finished(state(), result(score))
     assert verdict["decision"] == decision and reason in verdict["reason"]
     assert verdict["gain"] == pytest.approx(score / 1000.0 - 1)
+    assert verdict["bar"] == pytest.approx(BAR, rel=1e-4) and verdict["threshold"] == 0.06
     assert verdict["post_passed"] is True
 
 
 def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
     s = state()
     s.trials["c1"] = TrialRecord(trial="c1", role="candidate", finished={"score": 1100.0})
+    s.trials["c1"].finished["status"] = "ok"  # type: ignore[index]
     s.incumbent = "c1"
     verdict = judge_finished(s, result(1150.0))
-    assert verdict["decision"] == "close" and verdict["gain"] == pytest.approx(1150 / 1100 - 1)
+    assert verdict["decision"] == "remeasure" and verdict["gain"] == pytest.approx(1150 / 1100 - 1)
+    # one run of the winner sets its score: a single gain is less certain than against five
+    assert verdict["bar"] == pytest.approx(4.9076 * 0.02 * math.sqrt(2), rel=1e-4)
 
 
 @pytest.mark.parametrize(

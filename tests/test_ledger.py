@@ -139,6 +139,10 @@ def test_event_kinds_are_a_closed_list() -> None:
         "lessons_proposed",
         "model_called",
         "agent_assumption",
+        "run_requested",
+        "noise_recalibrated",
+        "confirmation_requested",
+        "confirmation_finished",
     )
 
 

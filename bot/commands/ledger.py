@@ -8,6 +8,7 @@ from pathlib import Path
 from bot.campaign_state import fold
 from bot.console import console
 from bot.render import cost_line, ledger_table
+from bot.report_judgement import confirmation_text
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 
@@ -38,5 +39,8 @@ def ledger_show(path: Path, *, campaign: str | None) -> int:
         for name in campaigns:
             events = ledger.events(name)
             console.print(ledger_table(events))
-            console.print(f"{name}: {cost_line(fold(name, events))}")
+            state = fold(name, events)
+            console.print(f"{name}: {cost_line(state)}")
+            if state.judgement.confirmed:
+                console.print(f"{name}: {confirmation_text(state.judgement.confirmed)}")
     return 0

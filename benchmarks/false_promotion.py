@@ -1,0 +1,182 @@
+"""How often the judgement promotes a recipe that is not faster: A/A comparisons.
+
+    python benchmarks/false_promotion.py simulate [--comparisons 20000] [--cv 0.024]
+    python benchmarks/false_promotion.py real [--comparisons 20] [--steps 6] [--warmup 2]
+
+Both drive the campaign's own decisions (``gate.sequential``: the one-run bar, then the A/B
+pairs and the paired rule) with a candidate identical to the incumbent, so every promotion is
+a false one.
+
+``simulate``: each comparison calibrates the noise from ``--calibration-runs`` scores, runs the
+candidate once, and re-measures it A/B when its gain lands in (0, bar], every score drawn
+independently as mean x (1 + N(0, cv)) (``--cv``: the run-to-run noise measured on the machine;
+0.024 is what the 2-core demo machine measured), optionally with a shared slow drift
+(``--drift``: an AR(1) load factor that moves consecutive runs together). No process runs.
+
+``real``: the embedded workload's example recipe (``examples/ported-gpt.yaml``), benchmarked
+for real: the noise is calibrated from five runs, then each comparison runs the same recipe as
+the candidate and re-measures it A/B when the campaign would. Prints each comparison, the
+totals and the wall time. The numbers depend on what else the machine runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from gate import noise, sequential
+from gate.models import NoiseModel
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CV = 0.024
+"""Run-to-run noise of the demo on a 2-core machine (its 7.2% threshold is 3 x cv)."""
+
+
+class Comparison(BaseModel):
+    """One A/A comparison's outcome."""
+
+    decision: str
+    """merge (a false promotion) or close."""
+    phase: str
+    """one-run or paired: what decided it."""
+    runs: int
+    """Candidate and incumbent runs it took after calibration (1 + 2 x pairs)."""
+    gain: float
+    """The first run's gain over the incumbent's score."""
+    pairs: int = 0
+
+
+def compare(draw: Callable[[], float], model: NoiseModel, incumbent_runs: int) -> Comparison:
+    """One A/A comparison against a calibrated incumbent, with ``draw`` giving each run's score
+    (the incumbent's and the identical candidate's alike)."""
+    gain = noise.relative_gain(draw(), model.mean)
+    first = sequential.first_run(gain, sequential.one_run_bar(model, incumbent_runs))
+    if first != "remeasure":
+        return Comparison(decision=first, phase="one-run", runs=1, gain=gain)
+    pairs: list[tuple[float, float]] = []
+    while True:
+        pairs.append((draw(), draw()))  # A (incumbent) then B (candidate)
+        verdict = sequential.decide(pairs)
+        if verdict.decision != "more":
+            return Comparison(
+                decision=verdict.decision,
+                phase="paired",
+                runs=1 + 2 * len(pairs),
+                gain=gain,
+                pairs=len(pairs),
+            )
+
+
+def simulate(
+    comparisons: int,
+    *,
+    cv: float = DEMO_CV,
+    calibration_runs: int = noise.MIN_RUNS,
+    drift: float = 0.0,
+    seed: int = 0,
+) -> list[Comparison]:
+    """``comparisons`` independent A/A comparisons, each with its own calibration."""
+    rng = random.Random(seed)
+    load = [0.0]
+
+    def draw() -> float:
+        # AR(1) machine load shared by consecutive runs (0.9 memory), on top of run noise
+        load[0] = 0.9 * load[0] + drift * math.sqrt(1 - 0.81) * rng.gauss(0.0, 1.0)
+        return 1000.0 * (1.0 + load[0]) * (1.0 + rng.gauss(0.0, cv))
+
+    out = []
+    for _ in range(comparisons):
+        model = noise.calibrate([draw() for _ in range(calibration_runs)])
+        out.append(compare(draw, model, calibration_runs))
+    return out
+
+
+def summary(results: list[Comparison]) -> str:
+    n = len(results)
+    merged = [r for r in results if r.decision == "merge"]
+    one = sum(r.phase == "one-run" for r in merged)
+    remeasured = sum(r.phase == "paired" for r in results)
+    # exact (Clopper-Pearson) upper 95% bound would need a beta quantile; the rule of three
+    # (k = 0) and the normal bound otherwise are enough to read the number
+    rate = len(merged) / n
+    upper = 3.0 / n if not merged else rate + 1.96 * math.sqrt(rate * (1 - rate) / n)
+    runs = statistics.fmean(r.runs for r in results)
+    return (
+        f"{len(merged)} false promotions in {n} A/A comparisons ({rate:.2%}, 95% upper bound "
+        f"{upper:.2%}): {one} on the first run, {len(merged) - one} after A/B pairs; "
+        f"{remeasured} re-measured; {runs:.2f} runs per comparison"
+    )
+
+
+def real(args: argparse.Namespace) -> int:
+    from gate.recipe import load_recipe
+    from runners.bench import run_bench
+
+    recipe = load_recipe(args.recipe)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="attune-aa-") as tmp:
+        count = [0]
+
+        def draw() -> float:
+            count[0] += 1
+            result = run_bench(
+                recipe, steps=args.steps, warmup=args.warmup, workdir=Path(tmp) / f"run-{count[0]}"
+            )
+            if result.status != "ok" or result.score is None:
+                raise SystemExit(f"run {count[0]}: {result.status}: {result.error}")
+            return float(result.score)
+
+        calibration = [draw() for _ in range(noise.MIN_RUNS)]
+        model = noise.calibrate(calibration)
+        print(
+            f"calibration: mean {model.mean:,.0f} tokens/s, cv {model.cv:.2%}, threshold "
+            f"{model.threshold:.1%}, one-run bar "
+            f"{sequential.one_run_bar(model, noise.MIN_RUNS):.1%}",
+            flush=True,
+        )
+        results = []
+        for i in range(args.comparisons):
+            r = compare(draw, model, noise.MIN_RUNS)
+            results.append(r)
+            print(
+                f"  A/A {i + 1:2d}: first run {r.gain:+.1%} -> {r.decision} ({r.phase}, "
+                f"{r.pairs} pairs)",
+                flush=True,
+            )
+    print(summary(results))
+    print(f"{count[0]} real runs, {time.monotonic() - started:.0f} s wall, {args.steps} steps each")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("simulate")
+    s.add_argument("--comparisons", type=int, default=20000)
+    s.add_argument("--cv", type=float, default=DEMO_CV)
+    s.add_argument("--drift", type=float, default=0.0)
+    s.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("real")
+    r.add_argument("--recipe", type=Path, default=ROOT / "examples" / "ported-gpt.yaml")
+    r.add_argument("--comparisons", type=int, default=20)
+    r.add_argument("--steps", type=int, default=6)
+    r.add_argument("--warmup", type=int, default=2)
+    args = p.parse_args()
+    if args.mode == "real":
+        return real(args)
+    results = simulate(args.comparisons, cv=args.cv, drift=args.drift, seed=args.seed)
+    print(f"cv {args.cv:.2%}, drift {args.drift:.2%}: {summary(results)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

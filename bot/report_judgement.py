@@ -1,0 +1,64 @@
+"""The judgement's part of the report and of ``attune ledger show``: which candidates were
+re-measured A/B and how they were decided, the noise recalibrations, and the winner's final
+confirmation against the baseline with its confidence interval (``docs/judgement.md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.campaign_state import CampaignState
+from gate import sequential
+from gate.sequential import Interval
+
+
+def confirmation_of(state: CampaignState) -> Interval | None:
+    """The winner's confirmed speedup and interval; None before (or without) a confirmation."""
+    c = state.judgement.confirmed
+    if not c or c.get("speedup") is None:
+        return None
+    return Interval(
+        pairs=c["pairs"], speedup=c["speedup"], low=c["low"], high=c["high"], level=c["level"]
+    )
+
+
+def confirmation_text(confirmed: dict[str, Any]) -> str:
+    """One line: the winner's speedup over the baseline from interleaved pairs, with its CI."""
+    winner, pairs = confirmed["winner"], confirmed["pairs"]
+    note = f" ({confirmed['note']})" if confirmed.get("note") else ""
+    if confirmed.get("speedup") is None:
+        return f"winner {winner} not confirmed against the baseline{note}"
+    text = f"winner {winner} confirmed against the baseline: {confirmed['speedup']:.3f}x"
+    if confirmed.get("low") is not None and confirmed.get("high") is not None:
+        level = f"{float(confirmed['level']):.0%}"
+        text += f" ({level} CI {confirmed['low']:.3f}x to {confirmed['high']:.3f}x)"
+    return f"{text} over {pairs} interleaved pair(s){note}"
+
+
+def judgement_section(state: CampaignState) -> list[str]:
+    """Markdown lines of the report's judgement section."""
+    out = ["", "## Judgement", ""]
+    out.append(
+        f"One run merges beyond the one-run bar (at least the threshold); a gain in (0, bar] "
+        f"is re-measured A/B, at most {sequential.MAX_PAIRS} pairs, and merges only when the "
+        f"mean paired difference beats max(3%, k x its standard error), k >= 3 "
+        f"(`docs/judgement.md`)."
+    )
+    out.append("")
+    rows = [t for t in state.candidates if t.judged and t.judged.get("pairs") is not None]
+    for t in rows:
+        j = t.judged or {}
+        mean, se = j.get("paired_mean"), j.get("paired_se")
+        shown = f"{mean:+.2%} ± {se:.2%}" if mean is not None and se is not None else "-"
+        out.append(f"- {t.trial}: re-measured over {j['pairs']} pair(s), {shown}: {j['decision']}")
+    if not rows:
+        out.append("- no candidate needed re-measuring")
+    for incumbent, r in state.judgement.recalibrations.items():
+        out.append(
+            f"- noise recalibrated for {incumbent} ({', '.join(r['keys'])} changed): "
+            f"cv {r['cv']:.2%}, threshold {r['threshold']:.2%}, from {len(r['trials'])} runs"
+        )
+    if state.judgement.confirmed:
+        out.append(f"- {confirmation_text(state.judgement.confirmed)}")
+    elif state.judgement.confirmation:
+        out.append(f"- confirmation of {state.judgement.confirmation['winner']} under way")
+    return out
