@@ -18,6 +18,7 @@ from bot.cli import build_parser
 from bot.commands.tune import open_new, run_campaign
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
+from bot.github.commands import Command, CommandError, parse
 from bot.interfaces import Proposal
 from bot.lessons import parse_lessons
 from bot.report import build_report, render_markdown
@@ -215,3 +216,12 @@ def test_a_bot_killed_before_recording_the_pr_finds_it_again(tmp_path: Path) -> 
     run_campaign(workdir, live=False)
     assert [p.number for p in lessons_prs(workdir)] == [early.number]
     assert [e["pr"] for e in proposed_events(workdir)] == [early.number]
+
+
+def test_the_tune_command_takes_lessons_off() -> None:
+    assert parse("/attune tune lessons=off budget=1") == Command(
+        verb="tune", budget_hours=1.0, lessons=False
+    )
+    assert parse("/attune tune") == Command(verb="tune")  # lessons None: the bank is read
+    with pytest.raises(CommandError, match="`lessons=maybe` is not `on` or `off`"):
+        parse("/attune tune lessons=maybe")
