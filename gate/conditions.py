@@ -9,6 +9,7 @@ each recipe spelled it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,6 +26,8 @@ class Condition(BaseModel):
     - ``unpinned: KEY``: the recipe did not set KEY itself (validation derived it);
     - ``key: KEY`` with ``is_set: true|false``: KEY's value is (not) null;
     - ``key: KEY`` with ``in: [values]``: KEY's value is one of these;
+    - ``key: KEY`` with ``matches: REGEX``: KEY's value (for a list, one of its items), as
+      text, contains a match of REGEX;
     - ``changed: KEY``: KEY's effective value (derived values included) differs between the
       baseline and the candidate, however each recipe spelled it;
     - ``all: [conditions]`` / ``any: [conditions]``: every / some one of them holds;
@@ -41,6 +44,7 @@ class Condition(BaseModel):
     key: str | None = None
     is_set: bool | None = None
     in_: list[Any] | None = Field(None, alias="in")
+    matches: str | None = None
     changed: str | None = None
     all_: list[Condition] | None = Field(None, alias="all", min_length=1)
     any_: list[Condition] | None = Field(None, alias="any", min_length=1)
@@ -52,6 +56,7 @@ class Condition(BaseModel):
             self.unpinned is not None,
             self.is_set is not None,
             self.in_ is not None,
+            self.matches is not None,
             self.changed is not None,
             self.all_ is not None,
             self.any_ is not None,
@@ -59,10 +64,17 @@ class Condition(BaseModel):
         ]
         if sum(forms) != 1:
             raise ValueError(
-                "use exactly one of: unpinned, key + is_set, key + in, changed, all, any, not"
+                "use exactly one of: unpinned, key + is_set, key + in, key + matches, changed, "
+                "all, any, not"
             )
-        if (self.is_set is not None or self.in_ is not None) != bool(self.key):
-            raise ValueError("is_set and in need a key, and a key needs is_set or in")
+        tests = (self.is_set, self.in_, self.matches)
+        if any(t is not None for t in tests) != bool(self.key):
+            raise ValueError("is_set, in and matches need a key, and a key needs one of them")
+        if self.matches is not None:
+            try:
+                re.compile(self.matches)
+            except re.error as exc:
+                raise ValueError(f"matches: not a regular expression: {exc}") from None
         return self
 
     def holds_for(self, baseline: EffectiveConfig, candidate: EffectiveConfig) -> bool:
@@ -96,4 +108,7 @@ class Condition(BaseModel):
         value = flat.get(self.key or "")
         if self.is_set is not None:
             return (value is not None) == self.is_set
+        if self.matches is not None:
+            items = value if isinstance(value, list) else [] if value is None else [value]
+            return any(re.search(self.matches, str(item)) for item in items)
         return value in (self.in_ or [])

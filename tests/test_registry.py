@@ -176,6 +176,8 @@ def test_changed_compares_derived_values_not_spellings(tmp_path: Path) -> None:
         "        class: semantic\n        reason: per-shard clipping\n"
         "      - if: {any: [{key: seed, is_set: true}, {key: pp, in: [2]}]}\n"
         "        class: semantic\n        reason: seeded\n"
+        "      - if: {key: quant, matches: '^NVFP4'}\n"
+        "        class: semantic\n        reason: local quantization\n"
     )
     registry = load_file(write(tmp_path, text))
     pinned = effective({"dp": 8, "gbs": 16, "seed": None})
@@ -196,18 +198,29 @@ def test_changed_compares_derived_values_not_spellings(tmp_path: Path) -> None:
     # any: a pinned seed on either side
     seeded = effective({"dp": 2, "gbs": 16, "seed": 3})
     assert registry.classify("dp", pinned, seeded).reason == "seeded"
+    # matches: one item of a list value, as text
+    nvfp4 = effective({"dp": 2, "gbs": 16, "seed": None, "quant": ["NVFP4Linear x 3"]})
+    assert registry.classify("dp", pinned, nvfp4).reason == "local quantization"
+    other = effective({"dp": 2, "gbs": 16, "seed": None, "quant": ["MXFP8Linear x 3"]})
+    assert registry.classify("dp", pinned, other).key_class == "layout"
     # changed alone never holds for one config
     assert registry.data.keys["dp"].when[0].if_.holds(pinned) is False
 
 
 @pytest.mark.parametrize(
     "condition",
-    ["{changed: a, key: b, in: [1]}", "{key: b}", "{not: {changed: a}, any: [{changed: a}]}"],
+    [
+        "{changed: a, key: b, in: [1]}",
+        "{key: b}",
+        "{matches: x}",
+        "{key: b, matches: '('}",
+        "{not: {changed: a}, any: [{changed: a}]}",
+    ],
 )
 def test_a_condition_has_exactly_one_form(tmp_path: Path, condition: str) -> None:
     text = (
         "framework: x\nversions: '==1'\nkeys:\n  a: {class: layout, reason: r, source: f.py:1,"
         f" when: [{{if: {condition}, class: semantic, reason: r}}]}}\n"
     )
-    with pytest.raises(AttuneError, match=r"keys\.a\.when\.0\.if.*exactly one|need"):
+    with pytest.raises(AttuneError, match=r"keys\.a\.when\.0\.if.*(exactly one|need|regular)"):
         load_file(write(tmp_path, text))
