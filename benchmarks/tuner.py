@@ -2,11 +2,12 @@
 budget, measured against the exhaustive optimum of the embedded workload's layout space.
 
     python -m benchmarks.tuner [--campaigns 3] [--budget 0.25] [--agents rules,random,tpe]
-                               [--quick] [--live] [--table FILE] [--out DIR] [--plot FILE]
+        [--cores N] [--quick] [--live] [--table FILE] [--out DIR] [--plot FILE]
 
-1. The machine's table (``benchmarks/optimum.py``): every layout of the space measured with the
-   real harness, cached per machine; measured now if the cache misses (about an hour on 2
-   shared cores), resumed if it is incomplete.
+1. The machine's table (``benchmarks/optimum.py``): every layout of the space (for ``--cores``
+   cores) measured with the real harness, cached per machine; measured now if the cache misses
+   (25 minutes for 1 core, well over an hour for 2 on a busy 2-core machine), resumed if it is
+   incomplete.
 2. ``--campaigns`` campaigns per agent, each in its own directory with its own ledger and local
    forge, through the real campaign (calibration, pre-launch gate, budget, judgement, merges).
    The runs are replayed from the table (``table_executor.py``: measured median score times a
@@ -136,7 +137,7 @@ def run_one(
                 else TableExecutor(
                     table=tab,
                     noise_cv=tab.noise_cv(),
-                    seed=f"{name}",
+                    seed=f"campaign-{seed}",  # common draws: agents differ by choices
                     live=lambda layout, profile: optimum.run_layout(
                         base, layout, steps=steps, warmup=warmup, profile=profile
                     ),
@@ -224,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="1 campaign each, 3 candidates at most")
     p.add_argument("--live", action="store_true", help="run every trial for real")
     p.add_argument("--table", type=Path, help="a table JSON instead of this machine's cache")
+    p.add_argument("--cores", type=int, default=None, help="cores a trial may use (default: all)")
     p.add_argument("--recipe", type=Path, default=optimum.RECIPE)
     p.add_argument("--out", type=Path, default=None, help="default: runs/tuner-bench-<time>")
     p.add_argument("--plot", type=Path, default=None, help="default: OUT/tuner-bench.png")
@@ -238,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.table is not None:
         tab = OptimumTable.model_validate_json(args.table.read_text())
     else:
-        tab = optimum.sweep(load_recipe(args.recipe), cores=os.cpu_count() or 1)
+        cores = args.cores or os.cpu_count() or 1
+        tab = optimum.sweep(
+            load_recipe(args.recipe), cores=cores, say=lambda x: print(x, flush=True)
+        )
     out = args.out or Path("runs") / time.strftime("tuner-bench-%Y%m%d-%H%M%S")
     results = bench(
         tab,
