@@ -5,15 +5,16 @@
 step: the lessons its merged and refused candidates support go to people as ONE pull request
 through the forge (``status: proposed``; nothing enters the bank without review), and
 ``lessons_proposed`` is written to the ledger, so a bot restarted after that step does not open
-a second one (and one killed between the two finds its pull request again by branch).
+a second one (and one killed between the two finds its pull request again by its branch,
+``attune-lessons/<campaign>``: outside ``attune/<campaign>/``, where the candidates are).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from bot.interfaces import ForgeError
+from bot.interfaces import Forge, ForgeError
 from bot.lesson_view import LessonView
 from bot.lessons import CampaignFacts, Lesson, campaign_facts, load_bank, matching
 from bot.lessons_mining import lesson_file, lesson_id, propose
@@ -67,6 +68,26 @@ def lessons_body(campaign: str, lessons: list[Lesson], facts: CampaignFacts) -> 
     )
 
 
+def open_lessons_pr(
+    forge: Forge, campaign: str, tuned_pr: int, lessons: list[Lesson], facts: CampaignFacts
+) -> dict[str, Any]:
+    """Open (or find again, by its branch) the pull request adding ``lessons`` as one file,
+    into the branch the tuned pull request merges into; the ``lessons_proposed`` payload."""
+    base = forge.get(tuned_pr).base
+    path = f"registry/lessons/{lesson_id(campaign, 'proposed')}.yaml"
+    pr = forge.open_candidate(
+        branch=f"attune-lessons/{campaign}",
+        base=base,
+        base_sha=forge.head_sha(base),
+        recipe_path=path,
+        recipe_text=lesson_file(lessons),
+        title=f"attune: {len(lessons)} lesson(s) from campaign {campaign}",
+        body=lessons_body(campaign, lessons, facts),
+        labels=LABELS,
+    )
+    return {"lessons": [x.id for x in lessons], "pr": pr.number, "branch": pr.head, "path": path}
+
+
 def propose_lessons(core: CampaignCore) -> None:
     """The end-of-campaign step (a no-op before a final stop, and after it was done)."""
     state = core.state()
@@ -81,25 +102,10 @@ def propose_lessons(core: CampaignCore) -> None:
     if not lessons or state.tuned_pr is None:
         core.ledger.append(core.name, "lessons_proposed", {"lessons": []})
         return
-    base = core.forge.get(state.tuned_pr).base
-    path = f"registry/lessons/{lesson_id(core.name, 'proposed')}.yaml"
     try:
-        pr = core.forge.open_candidate(
-            branch=f"attune/{core.name}/lessons",
-            base=base,
-            base_sha=core.forge.head_sha(base),
-            recipe_path=path,
-            recipe_text=lesson_file(lessons),
-            title=f"attune: {len(lessons)} lesson(s) from campaign {core.name}",
-            body=lessons_body(core.name, lessons, facts),
-            labels=LABELS,
-        )
+        record = open_lessons_pr(core.forge, core.name, state.tuned_pr, lessons, facts)
     except ForgeError as exc:  # the campaign is done; a resume tries again
         core.progress.update(state, "lessons", f"no pull request for its lessons: {exc}")
         return
-    core.ledger.append(
-        core.name,
-        "lessons_proposed",
-        {"lessons": [x.id for x in lessons], "pr": pr.number, "branch": pr.head, "path": path},
-    )
-    core.progress.update(core.state(), "lessons", f"#{pr.number} proposes {len(lessons)}")
+    core.ledger.append(core.name, "lessons_proposed", record)
+    core.progress.update(core.state(), "lessons", f"#{record['pr']} proposes {len(lessons)}")

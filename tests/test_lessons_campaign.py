@@ -14,16 +14,20 @@ import pytest
 
 from bot.campaign import Campaign
 from bot.campaign_setup import build_campaign
+from bot.campaign_state import fold
 from bot.cli import build_parser
 from bot.commands.tune import open_new, run_campaign
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.github.commands import Command, CommandError, parse
 from bot.interfaces import Proposal
-from bot.lessons import parse_lessons
+from bot.lessons import CampaignFacts, parse_lessons
+from bot.lessons_campaign import open_lessons_pr
+from bot.lessons_mining import propose
 from bot.report import build_report, render_markdown
 from gate.ledger import Ledger
 from tests.conftest import SMALL_CONFIG
+from tests.test_forge_contract import World, _github, _local
 from tests.test_rules_agent import COMPUTE_BOUND
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +177,7 @@ def test_the_end_of_a_campaign_proposes_its_lessons_once(tmp_path: Path) -> None
     workdir = finished_campaign(tmp_path)
     report = run_campaign(workdir, live=False)
     [pr] = lessons_prs(workdir)
-    assert (pr.base, pr.head, pr.state) == ("main", "attune/v01run/lessons", "open")
+    assert (pr.base, pr.head, pr.state) == ("main", "attune-lessons/v01run", "open")
     [event] = proposed_events(workdir)
     assert event == {
         "lessons": ["v01run-c2"],
@@ -204,7 +208,7 @@ def test_a_bot_killed_before_recording_the_pr_finds_it_again(tmp_path: Path) -> 
     with LocalForge(workdir / "forge") as forge:  # what the killed bot had already done
         head = forge.head_sha("main")
         early = forge.open_candidate(
-            branch="attune/v01run/lessons",
+            branch="attune-lessons/v01run",
             base="main",
             base_sha=head,
             recipe_path="registry/lessons/v01run-proposed.yaml",
@@ -225,3 +229,26 @@ def test_the_tune_command_takes_lessons_off() -> None:
     assert parse("/attune tune") == Command(verb="tune")  # lessons None: the bank is read
     with pytest.raises(CommandError, match="`lessons=maybe` is not `on` or `off`"):
         parse("/attune tune lessons=maybe")
+
+
+@pytest.fixture(params=["local", "github"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    """A forge with its tuned pull request open (``tests/test_forge_contract.py``)."""
+    yield from (_local if request.param == "local" else _github)(tmp_path)
+
+
+def test_both_forges_open_the_lessons_pull_request_once(world: World, tmp_path: Path) -> None:
+    """The end step's forge call on the local forge and on the GitHub forge (PyGithub against
+    the fake GitHub): a new file on a branch from the tuned PR's base, reused when repeated."""
+    shutil.copy(LEDGER_01, tmp_path / "l.db")
+    with Ledger(tmp_path / "l.db") as ledger:
+        state = fold("v01run", ledger.events("v01run"))
+    facts = CampaignFacts(framework="embedded", version="1", hardware="cpu", model_params=3.2e6)
+    lessons = propose(state, facts, "tests/fixtures/ledgers/attune-0.1.db")
+    first = open_lessons_pr(world.forge, "v01run", world.tuned.number, lessons, facts)
+    again = open_lessons_pr(world.forge, "v01run", world.tuned.number, lessons, facts)
+    assert first == again and first["lessons"] == ["v01run-c2"]
+    pr = world.forge.get(first["pr"])
+    assert (pr.base, pr.head, pr.state) == (world.tuned.base, "attune-lessons/v01run", "open")
+    assert "attune:lessons" in pr.labels and "v01run-c2" in pr.body
+    assert "+++ b/registry/lessons/v01run-proposed.yaml" in world.forge.diff(pr.number)

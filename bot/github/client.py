@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from github import Auth, Github, GithubException, GithubIntegration
+from github import Auth, Github, GithubException, GithubIntegration, UnknownObjectException
 from github.GithubObject import NotSet
 
 from bot.github.records import ChangedFile, CheckRun, IssueComment, Pull, WorkflowRun
@@ -174,9 +174,14 @@ class RepoClient:
         return content.decoded_content.decode()
 
     def write_file(self, path: str, text: str, *, message: str, branch: str) -> None:
-        """One commit on ``branch`` setting ``path`` to ``text`` (none when it already is)."""
+        """One commit on ``branch`` setting ``path`` to ``text`` (none when it already is); a
+        file not there yet (a proposed lesson file) is created."""
         with _answers(f"write {path} on {branch}"):
-            current = self._repo.get_contents(path, ref=branch)
+            try:
+                current = self._repo.get_contents(path, ref=branch)
+            except UnknownObjectException:
+                self._repo.create_file(path, message, text, branch=branch)
+                return
             if isinstance(current, list):
                 raise ForgeError(f"{path} is a directory")
             if current.decoded_content.decode() != text:
