@@ -81,6 +81,7 @@ def run_layout(
         scores=[result.score] if result.score is not None else [],
         device_seconds=[result.device_seconds],
         step1_loss=result.step1_loss,
+        steps=result.steps,
         status=result.status,
         error=(result.error or "")[-500:] or None,
         profile=result.profile,
@@ -109,6 +110,7 @@ def measure(
             elif one.ok:
                 entry.scores += one.scores
                 entry.device_seconds += one.device_seconds
+                entry.steps = entry.steps or one.steps
             else:
                 entry.status, entry.error = one.status, one.error
             table.put(entry)

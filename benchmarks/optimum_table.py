@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.agents.layout_space import Layout, layout_key
-from gate.models import ProfileBreakdown, canonical_json
+from gate.models import ProfileBreakdown, StepRecord, canonical_json
 
 CACHE_DIR_VAR = "ATTUNE_CACHE_DIR"
 
@@ -62,6 +62,8 @@ class Measurement(BaseModel):
     status: str = "ok"
     """ok, or the status of a run that failed (the layout then counts as failing)."""
     error: str | None = None
+    steps: list[StepRecord] = Field(default_factory=list)
+    """The step records of its first run (loss, grad norm, tokens, time)."""
     profile: ProfileBreakdown | None = None
     """A profile of the layout, measured when a campaign first asked for one."""
     profile_seconds: float | None = None

@@ -22,7 +22,8 @@ from benchmarks.optimum_table import Measurement, OptimumTable
 from bot.agents.layout_space import Layout, layout_of
 from bot.executor import LocalExecutor
 from bot.interfaces import Role
-from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
+from gate.models import EffectiveConfig, Recipe, StepRecord, TrialResult, TrialStatus
+from gate.throughput import tokens_per_second_per_device
 from runners.bench import Launch
 from runners.local import RunHandle
 
@@ -97,6 +98,20 @@ class TableExecutor(LocalExecutor):
             return entry, False
         return found
 
+    def reference_steps(self) -> list[StepRecord]:
+        """The step records every replayed run reports (a layout-only change keeps the losses
+        and gradient norms; the post-launch checks read them): the baseline layout's first
+        run's, measured live once when the table has none."""
+        entry = self.table.get(self.table.baseline)
+        if entry is None or not entry.steps:
+            one = self.live(self.table.baseline, False)
+            if entry is None:
+                entry = one
+            entry.steps = one.steps
+            self.table.put(entry)
+            self.on_change(self.table)
+        return entry.steps
+
     def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
         layout, profile = self.layouts[trial]
         entry, estimated = self.measurement(layout, profile)
@@ -106,13 +121,15 @@ class TableExecutor(LocalExecutor):
         seconds = (entry.profile_seconds or entry.seconds) if profile else entry.seconds
         start, self.clock = self.clock, self.clock + seconds / launch.devices
         score = entry.score * (1.0 + self.noise_cv * draw) if entry.score else None
+        steps = retimed(self.reference_steps(), score, launch) if score else []
         result = TrialResult(
             recipe=launch.recipe,
             fingerprint=launch.fingerprint,
             status=cast(TrialStatus, entry.status),
             error=entry.error,
+            steps=steps,
             warmup=launch.warmup,
-            score=score,
+            score=score_of(steps, launch) if steps else score,
             step1_loss=entry.step1_loss,
             allocated_at=start,
             released_at=self.clock,
@@ -121,3 +138,22 @@ class TableExecutor(LocalExecutor):
         )
         self.record_finished(trial, result, reconciled=reconciled)
         return result
+
+
+def retimed(steps: list[StepRecord], score: float, launch: Launch) -> list[StepRecord]:
+    """``steps`` with each step's time set so that the run scores ``score`` tokens/s/device
+    (warm-up steps twice as slow as the scored ones, as a first step of allocation is)."""
+    rate = score * launch.devices
+    out = []
+    for record in steps[: launch.steps]:
+        seconds = record.tokens / rate * (2.0 if record.step <= launch.warmup else 1.0)
+        out.append(record.model_copy(update={"step_seconds": seconds}))
+    return out
+
+
+def score_of(steps: list[StepRecord], launch: Launch) -> float | None:
+    """The score the harness computes from ``steps`` (None when none is scored)."""
+    try:
+        return tokens_per_second_per_device(steps, warmup=launch.warmup, devices=launch.devices)
+    except ValueError:
+        return None

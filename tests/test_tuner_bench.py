@@ -25,7 +25,7 @@ from benchmarks.tuner_metrics import (
 from bot.agents.layout_space import embedded_layouts, layout_key
 from gate import budget
 from gate.ledger import Ledger
-from gate.models import ProfileBreakdown
+from gate.models import ProfileBreakdown, StepRecord, TrialResult
 from gate.recipe import load_recipe
 
 CONFIG = {
@@ -53,6 +53,10 @@ PROFILE = ProfileBreakdown(compute=0.7, communication=0.0, cpu=0.25, idle=0.05, 
                            steps=2)  # fmt: skip
 
 
+STEPS = [StepRecord(step=i, loss=5.5 - 0.1 * i, grad_norm=1.0, tokens=16, step_seconds=0.1,
+                    peak_memory_bytes=1 << 20) for i in range(1, 7)]  # fmt: skip
+
+
 def speed(layout: dict[str, Any]) -> float:
     """TEST DOUBLE: invented tokens/s of a layout."""
     s = 1000.0 * (1.3 if layout["micro_batch_size"] == 2 else 1.0)
@@ -72,7 +76,8 @@ def invented_table() -> OptimumTable:
         spread = (0.99, 1.0, 1.01) if layout == BASELINE else (1.0,)
         scores = [speed(layout) * f for f in spread]
         tab.put(Measurement(layout=layout, scores=scores, device_seconds=[10.0] * len(spread),
-                            step1_loss=5.5, profile=PROFILE, profile_seconds=12.0))  # fmt: skip
+                            step1_loss=5.5, profile=PROFILE, profile_seconds=12.0,
+                            steps=STEPS if layout == BASELINE else []))  # fmt: skip
     return tab
 
 
@@ -210,3 +215,10 @@ def test_tuner_quick_run_prints_the_table_and_writes_the_plot(
             charged = budget.spent_device_seconds(ledger.events(f"{agent}-0"))
         assert hours == pytest.approx(charged / 3600, abs=1e-4)
         assert 50 / 3600 < hours <= 0.05
+    # a replayed run reports the baseline's real step records, timed to its replayed score
+    result = TrialResult.model_validate_json(
+        (out / "random-0" / "trials" / "baseline-1" / "result.json").read_text()
+    )
+    assert [s.loss for s in result.steps] == [s.loss for s in STEPS]
+    assert result.score == pytest.approx(800.0, rel=0.05)  # the table's 800, cv 1%
+    assert result.device_seconds == pytest.approx(10.0)
