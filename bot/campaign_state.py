@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.interfaces import AgentView, HistoryItem
+from bot.judgement_state import KINDS as JUDGEMENT_KINDS
+from bot.judgement_state import JudgementState
 from gate import budget
 from gate.events import CampaignOpened
 from gate.ledger import LedgerEvent
@@ -88,6 +90,8 @@ class CampaignState(BaseModel):
     acting_for: str | None = None
     """Who the campaign acts for: the user who started it, or who last resumed it."""
     lessons_proposed: dict[str, Any] | None = None  # the end-of-campaign lessons pull request
+    judgement: JudgementState = Field(default_factory=JudgementState)
+    """A/B re-measurements, recalibrations, the final confirmation (``docs/judgement.md``)."""
     llm: dict[str, float] = Field(default_factory=dict)
     """The LLM agent's model calls: ``calls``, ``input_tokens``, ``output_tokens``, ``cost_usd``."""
     assumptions: list[str] = Field(default_factory=list)
@@ -128,6 +132,7 @@ class CampaignState(BaseModel):
         if record is None or not record.finished or record.finished["score"] is None:
             return None
         scores = [float(record.finished["score"]), *self.profile_scores.get(trial, [])]
+        scores += self.judgement.extra_scores(trial, self.trials)  # its A/B and recalibration runs
         return sum(scores) / len(scores)
 
     @property
@@ -197,6 +202,8 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             state.llm["calls"] = state.llm.get("calls", 0) + 1
         elif kind == "agent_assumption":
             state.assumptions.append(p["question"])
+        elif kind in JUDGEMENT_KINDS:
+            state.judgement.apply(kind, p)
         elif "trial" in p:
             _fold_trial(state, kind, p)
     state.spent_device_seconds = sum((t.device_seconds for t in state.trials.values()), 0.0)
