@@ -42,7 +42,10 @@ def test_parse(body: str, expected: Command | None) -> None:
         ("/attune tune budget=nan", "must be a positive number of GPU-hours"),
         ("/attune tune steps=1", "`steps=1` must be between 2 and 10000"),
         ("/attune tune steps=2.5", "`steps=2.5` is not a whole number"),
-        ("/attune tune agent=claude", "`agent=claude` is not an agent (known: rules)"),
+        (
+            "/attune tune agent=oracle",
+            "`agent=oracle` is not an agent (known: rules, claude, random, tpe)",
+        ),
         ("/attune tune gpus=8", "`gpus` is not an argument of tune"),
         ("/attune tune budget", "`budget` is not `key=value`"),
         ("/attune tune budget=1 budget=2", "`budget` is given twice"),

@@ -16,7 +16,10 @@ EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "ported-gpt.
     [
         ([EXAMPLE], "a new campaign needs RECIPE and --budget"),
         ([EXAMPLE, "--budget", "0"], "--budget must be positive device-hours, got 0.0"),
-        ([EXAMPLE, "--budget", "1", "--agent", "oracle"], "unknown agent 'oracle' (known: rules)"),
+        (
+            [EXAMPLE, "--budget", "1", "--agent", "oracle"],
+            "unknown agent 'oracle' (known: rules, claude, random, tpe)",
+        ),
         ([EXAMPLE, "--budget", "1", "--calibration-runs", "3"], "must be at least 5, got 3"),
         (["--budget", "1"], "give a RECIPE to tune, or --resume DIR"),
         ([EXAMPLE, "--resume", "somewhere"], "--resume continues a campaign"),
