@@ -41,7 +41,8 @@ class Case:
     base: str
     """``llama3-8b`` (global batch pinned to 16), ``llama3-8b-unpinned`` (llama3_8b as
     published: global batch derived as 1 x 8), ``llama3-70b`` (derived, 64 ranks), or
-    ``llama3-8b`` with one more override (``BASE_EXTRA``: seed, checkpointing)."""
+    ``llama3-8b`` with one more override (``BASE_EXTRA``: seed, checkpointing) or another config
+    function (``BASE_BODY``: NVFP4 on a declared sm100)."""
     overrides: list[str]
     verdict: str
     """allow | review | reject, or error when torchtitan (or its trainer) refuses it."""
@@ -455,6 +456,10 @@ BASE_EXTRA = {
     "llama3-8b-checkpointed": ["--checkpoint.enable"],
 }
 """Baselines that are ``llama3-8b`` with one more override."""
+BASE_BODY = {
+    "llama3-8b-nvfp4": {"config": "llama3_8b_first_85_pct_layers_nvfp4", "gpu_arch": "sm100"},
+}
+"""Baselines that are ``llama3-8b`` (its batch overrides) with other body keys."""
 REPLICATE = "parallelism.data_parallel_replicate_degree"
 TP, PP = "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree"
 HSDP_2X4 = [f"--{REPLICATE}", "2", f"--{DP_SHARD}", "4"]
@@ -677,13 +682,33 @@ ISSUE_15_CASES = [
     ),
     Case("checkpointed-hsdp-2x4", "llama3-8b-checkpointed", HSDP_2X4, "allow", {REPLICATE: L}),
 ]
+ISSUE_15_CASES += [
+    Case(
+        "nvfp4-tp-2",
+        "llama3-8b-nvfp4",
+        [f"--{TP}", "2"],
+        "reject",
+        {TP: S, "batch_degree": S},
+        why=(TP, "quantizes each rank's local shard", "torchtitan/config/configs.py:157@0.3.0"),
+    ),
+    Case(
+        "nvfp4-local-1-accumulate-2",
+        "llama3-8b-nvfp4",
+        [f"--{LOCAL}", "1"],
+        "reject",
+        {LOCAL: S, "gradient_accumulation_steps": L},
+    ),
+    Case("nvfp4-hsdp-2x4", "llama3-8b-nvfp4", HSDP_2X4, "allow", {REPLICATE: L, DP_SHARD: L}),
+    Case("nvfp4-compile-off", "llama3-8b-nvfp4", ["--compile.no-enable"], "allow"),
+]
 CASES += ISSUE_15_CASES
 
 
 def baseline(name: str) -> Recipe:
-    if name in BASE_EXTRA:
+    if name in BASE_EXTRA or name in BASE_BODY:
         base = load_recipe(EXAMPLES / "llama3-8b.yaml")
-        body = dict(base.body, overrides=[*base.body["overrides"], *BASE_EXTRA[name]])
+        overrides = [*base.body["overrides"], *BASE_EXTRA.get(name, [])]
+        body = dict(base.body, overrides=overrides, **BASE_BODY.get(name, {}))
         return base.model_copy(update={"name": name, "path": f"{name}.yaml", "body": body})
     if name == "llama3-8b-unpinned":
         base = load_recipe(EXAMPLES / "llama3-8b.yaml")
