@@ -100,8 +100,7 @@ def propose_lessons(core: CampaignCore) -> None:
     facts = campaign_facts(core.baseline_effective(state), recipe.body)
     lessons = propose(state, facts, str(core.ledger.path))
     if not lessons or state.tuned_pr is None:
-        core.ledger.append(core.name, "lessons_proposed", {"lessons": []})
-        return
+        return  # nothing to review: no pull request, no event (mining again finds nothing)
     try:
         record = open_lessons_pr(core.forge, core.name, state.tuned_pr, lessons, facts)
     except ForgeError as exc:  # the campaign is done; a resume tries again

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.campaign_state import CampaignState, TrialRecord, fold
+from bot.lessons_campaign import FINAL
 from bot.render.text import harness_note, llm_line
 from bot.report_judgement import confirmation_of, judgement_section
 from bot.report_model import (
@@ -260,10 +261,10 @@ def lessons_section(r: CampaignReport) -> list[str]:
     trials = {x: [c.trial for c in r.candidates if x in c.hypothesis.lessons] for x in used}
     out += [f"- used `{x}`: {', '.join(trials[x])}" for x in used] or ["- no lesson used"]
     proposed = r.lessons_proposed
-    if proposed is None:
-        out.append("- lessons proposed: not yet (at the end of the campaign)")
-    elif proposed.get("pr") is None:
+    if proposed is None and r.stop_reason in FINAL:
         out.append("- lessons proposed: none (no trial beat or lost by more than the noise)")
+    elif proposed is None:
+        out.append("- lessons proposed: not yet (at the end of the campaign)")
     else:
         ids = ", ".join(f"`{x}`" for x in proposed.get("lessons") or [])
         out.append(f"- lessons proposed for review in #{proposed['pr']}: {ids}")

@@ -26,7 +26,7 @@ def test_demo_runs_a_campaign_and_shows_the_gate(
         assert ledger.verify().ok
         events = ledger.events()
     kinds = [e.kind for e in events]
-    assert kinds.count("noise_calibrated") == 1 and kinds[-1] == "campaign_stopped"
+    assert kinds.count("noise_calibrated") == 1 and "campaign_stopped" in kinds[-2:]
     assert kinds.count("trial_started") == kinds.count("trial_finished")
 
     # a second demo into the same directory refuses, and loses nothing
