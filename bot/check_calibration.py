@@ -1,0 +1,98 @@
+"""The campaign's calibration of the post-launch checks, after the noise calibration.
+
+The layout-only variants of the baseline (``bot.layout_variants``) run once each as
+``layout_check`` trials, charged like any run; the reference is calibrated from them and the
+calibration runs (``gate.postlaunch_reference.calibrate``) and written to the ledger as
+``checks_calibrated``, so a restarted bot folds it back instead of measuring again. A variant
+the pre-launch gate does not allow, the budget refuses, or that fails is left out and named in
+the reference's notes; without any, the band comes from the baseline's repeats and the floors.
+"""
+
+from __future__ import annotations
+
+from bot.campaign_core import CampaignCore
+from bot.campaign_state import CampaignState
+from bot.interfaces import Role
+from bot.layout_variants import layout_variants
+from bot.recipe_edit import apply_changes
+from gate import prelaunch
+from gate.errors import AttuneError
+from gate.models import StepRecord, TrialResult
+from gate.postlaunch_reference import calibrate
+
+ROLE: Role = "layout_check"
+
+
+def calibrate_checks(campaign: CampaignCore) -> None:
+    """Run the missing layout variants, then write ``checks_calibrated``; nothing once it is
+    written, before the noise is calibrated, or once the campaign stopped."""
+    state = campaign.state()
+    if state.checks_reference is not None or state.noise is None or state.stopped is not None:
+        return
+    params = campaign._params(state)
+    baseline = campaign.baseline_effective(state)
+    variants = layout_variants(baseline, cores=campaign.cores)
+    notes = [] if variants else [f"no layout variants for {baseline.framework}: baseline repeats"]
+    measured: list[tuple[str, list[StepRecord]]] = []
+    described: list[str] = []
+    for i, variant in enumerate(variants, 1):
+        trial = f"layout-{i}"
+        recipe = campaign.recipe(apply_changes(params.recipe_text, variant.changes), trial)
+        record = state.trials.get(trial)
+        if record is not None and record.refused is not None:
+            notes.append(f"{trial} ({variant.description}) not run: {record.refused['message']}")
+            continue
+        if record is None or _needs_run(record.finished):
+            try:
+                effective = campaign.executor.resolve(recipe)
+            except AttuneError as exc:
+                notes.append(f"{trial} ({variant.description}) not run: {exc}")
+                continue
+            report = prelaunch.judge(baseline, effective, campaign.registry)
+            if report.verdict != "allow":
+                notes.append(
+                    f"{trial} ({variant.description}) not run: the gate says {report.verdict}"
+                )
+                continue
+            if campaign._stop_if_requested():
+                return
+            campaign.progress.update(state, "calibrate", f"{trial}: {variant.description}")
+            refused = not campaign._bench(trial, ROLE, recipe)
+            state = campaign.state()
+            if refused:
+                why = (state.trials[trial].refused or {}).get("message", "refused")
+                notes.append(f"{trial} ({variant.description}) not run: {why}")
+                continue
+        steps = _steps(campaign, state, trial)
+        if steps is None:
+            notes.append(f"{trial} ({variant.description}) left out: it did not finish ok")
+            continue
+        measured.append((trial, steps))
+        described.append(variant.description)
+    repeats = []
+    for t in state.role_trials("calibration"):
+        steps = _steps(campaign, state, t.trial)
+        if steps is not None:
+            repeats.append((t.trial, steps))
+    try:
+        reference = calibrate(repeats, measured, variants=described, notes=notes)
+    except ValueError:  # no calibration run logged a loss: judge_finished has only the 5% rule
+        return
+    campaign.ledger.append(campaign.name, "checks_calibrated", reference.model_dump())
+
+
+def _needs_run(finished: dict[str, object] | None) -> bool:
+    return finished is None or bool(finished.get("interrupted"))
+
+
+def _steps(campaign: CampaignCore, state: CampaignState, trial: str) -> list[StepRecord] | None:
+    """The step records of a trial that finished ok (from its ``result.json``)."""
+    record = state.trials.get(trial)
+    if record is None or not record.finished or record.finished["status"] != "ok":
+        return None
+    if record.finished.get("interrupted"):
+        return None
+    path = campaign.executor.workdir / "trials" / trial / "result.json"
+    if not path.exists():
+        return None
+    return TrialResult.model_validate_json(path.read_text()).steps
