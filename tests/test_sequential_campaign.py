@@ -21,7 +21,7 @@ import pytest
 
 from bot.campaign import Campaign
 from bot.campaign_setup import build_campaign
-from bot.campaign_state import CampaignState
+from bot.campaign_state import CampaignState, fold
 from bot.cli import main
 from bot.commands.tune import open_new
 from bot.executor import LocalExecutor
@@ -358,3 +358,20 @@ def test_a_campaign_killed_mid_re_measurement_resumes_it(
     assert set(charged.values()) == {1} and set(requested) <= set(charged)
     [confirmed] = of(events, "confirmation_finished")
     assert confirmed["pairs"] == sequential.CONFIRM_PAIRS
+
+
+def test_a_ledger_written_before_the_judgement_still_folds(tmp_path: Path) -> None:
+    """attune 0.1's ledger: no extra runs, no recalibration, no confirmation; its verdicts
+    (one run each, no bar) read back and report as they were."""
+    legacy = Path(__file__).parent / "fixtures" / "ledgers" / "attune-0.1.db"
+    copy = tmp_path / "ledger.db"
+    copy.write_bytes(legacy.read_bytes())
+    with Ledger(copy) as ledger:
+        events = ledger.events("v01run")
+    state = fold("v01run", events)
+    assert state.judgement.runs == {} and state.judgement.confirmed is None
+    assert state.judgement.noise is None and state.incumbent == "c2"
+    judged = {t.trial: (t.judged or {}) for t in state.candidates}
+    assert judged["c2"]["decision"] == "merge" and judged["c2"].get("pairs") is None
+    text = render_markdown(build_report(events))
+    assert "- no candidate needed re-measuring" in text and "confirmed" not in text
