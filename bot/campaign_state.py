@@ -293,7 +293,7 @@ def agent_view(
         layout_sources={
             k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
         },
-        threshold=state.noise.threshold if state.noise else 0.03,
+        threshold=(state.judgement.noise or state.noise).threshold if state.noise else 0.03,
         budget_left_s=state.params.budget_device_hours * 3600 - state.spent_device_seconds,
         forecast_s=forecast_s,
         cores=cores,
