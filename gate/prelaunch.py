@@ -5,6 +5,7 @@ from __future__ import annotations
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import ConfigChange, EffectiveConfig, Finding, GateReport, Verdict
 from gate.registry import Registry
+from gate.validation_warnings import warning_findings
 
 _MISSING = object()
 
@@ -27,7 +28,10 @@ def diff(baseline: EffectiveConfig, candidate: EffectiveConfig) -> list[ConfigCh
 
 
 def judge(baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Registry) -> GateReport:
-    """semantic or known_bug anywhere -> reject; else unknown anywhere -> review; else allow."""
+    """semantic or known_bug anywhere -> reject; else unknown anywhere -> review; else allow.
+
+    Besides the changed keys, the warnings the candidate's validation introduces are judged
+    (``gate.validation_warnings``): one about numerical stability or correctness is a finding."""
     if baseline.framework != candidate.framework:
         raise AttuneError(
             f"cannot compare a {baseline.framework} recipe with a {candidate.framework} one"
@@ -46,6 +50,7 @@ def judge(baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Regis
                 derived=change.key not in candidate.explicit,
             )
         )
+    findings += warning_findings(baseline, candidate, registry)
     classes = {f.key_class for f in findings}
     verdict: Verdict = "allow"
     if classes & {"semantic", "known_bug", "invalid"}:

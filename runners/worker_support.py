@@ -5,7 +5,9 @@ Standard library only: a worker imports its framework and this, nothing from the
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -59,16 +61,38 @@ def _in_package(file: str, package: Path) -> str | None:
     return rel.as_posix() if rel.parts[0] == package.name else None
 
 
+@functools.cache
+def _statements(file: str) -> tuple[tuple[int, int], ...]:
+    """(first, last) line of every statement in ``file``; none when it cannot be parsed."""
+    try:
+        tree = ast.parse(Path(file).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple(
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt)
+    )
+
+
+def statement_start(file: str, line: int) -> int:
+    """The first line of the innermost statement of ``file`` spanning ``line``: a traceback
+    names the line of a multi-line ``assert``'s condition; the source names the ``assert``."""
+    spans = [(last - first, first) for first, last in _statements(file) if first <= line <= last]
+    return min(spans)[1] if spans else line
+
+
 def raise_site(exc: BaseException, package: Path) -> str | None:
-    """Where the framework raised ``exc``: ``path:line`` of the innermost traceback frame
-    inside ``package`` (the path relative to the directory holding it, as registry sources
-    are written), or None when no frame is the framework's."""
+    """Where the framework raised ``exc``: ``path:line`` of the statement of the innermost
+    traceback frame inside ``package`` (the path relative to the directory holding it, as
+    registry sources are written), or None when no frame is the framework's."""
     site = None
     tb = exc.__traceback__
     while tb is not None:
-        rel = _in_package(tb.tb_frame.f_code.co_filename, package)
+        file = tb.tb_frame.f_code.co_filename
+        rel = _in_package(file, package)
         if rel is not None:
-            site = f"{rel}:{tb.tb_lineno}"
+            site = f"{rel}:{statement_start(file, tb.tb_lineno)}"
         tb = tb.tb_next
     return site
 

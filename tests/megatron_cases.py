@@ -46,6 +46,10 @@ class Case:
     for the others, the line that makes the driving key's class (documentation)."""
     gpu_arch: str = ""
     """A different declared GPU architecture for the candidate."""
+    te: str = ""
+    """A declared Transformer Engine version for the candidate (``transformer_engine``)."""
+    base_drop: tuple[str, ...] = ()
+    """Flags removed from the baseline too (e.g. ``--global-batch-size``: a derived batch)."""
 
 
 CASES: list[Case] = [
@@ -341,12 +345,15 @@ CASES: list[Case] = [
         error="Unsupported compute capability for GroupedGEMM",
     ),
     # --- GPT-3 175B (TP8 PP16 on 128 GPUs, DP1, MBS1 GBS1536 pinned, fp16) ---
+    # GPT-3 trains with Megatron's default dropout (0.1): each pipeline stage seeds its
+    # generators with seed + 100 x its rank, so re-placing layers changes their dropout masks
     Case(
         "gpt3-vpp2",
         "gpt3-175b",
-        "allow",
-        {"virtual_pipeline_model_parallel_size": "layout"},
+        "reject",
+        {"num_layers_per_virtual_pipeline_stage": "semantic"},
         set_={"--num-layers-per-virtual-pipeline-stage": "3"},
+        source="megatron/training/initialize.py:439@0.19.2",
     ),
     Case(
         "gpt3-micro-batch-2",
@@ -364,19 +371,34 @@ CASES: list[Case] = [
     ),
     # the GPT-2 vocabulary comes from a file validation never reads, so whether TP4 pads it
     # differently from TP8 (50257 -> 50688 vs 51200) is unknown: a human looks
+    # ... and with dropout on, TP draws attention dropout from seed + 2718 + TP rank and PP
+    # seeds by stage: both degrees are semantic before the vocabulary question even arises
     Case(
         "gpt3-tp4-pp32",
+        "gpt3-175b",
+        "reject",
+        {"tensor_model_parallel_size": "semantic", "pipeline_model_parallel_size": "semantic"},
+        set_={"--tensor-model-parallel-size": "4", "--pipeline-model-parallel-size": "32"},
+        source="megatron/core/tensor_parallel/random.py:481@0.19.2",
+    ),
+    Case(
+        "gpt3-nodrop-tp4-pp32",
         "gpt3-175b",
         "review",
         {"tensor_model_parallel_size": "unknown", "pipeline_model_parallel_size": "layout"},
         set_={"--tensor-model-parallel-size": "4", "--pipeline-model-parallel-size": "32"},
+        base_extra=("--attention-dropout", "0.0", "--hidden-dropout", "0.0"),
+        source="megatron/training/vocab_utils.py:58@0.19.2",
     ),
+    # with sequence parallelism the block runs inside the model-parallel RNG fork: hidden
+    # dropout (0.1 here) then draws from seed + 2718 + TP rank instead of the default generator
     Case(
         "gpt3-sequence-parallel",
         "gpt3-175b",
-        "allow",
-        {"sequence_parallel": "layout"},
+        "reject",
+        {"sequence_parallel": "semantic"},
         set_={"--sequence-parallel": None},
+        source="megatron/core/transformer/transformer_block.py:596@0.19.2",
     ),
     Case(
         "gpt3-recompute",
@@ -455,6 +477,252 @@ CASES: list[Case] = [
         set_={"--step-batch-size-schedule": "0:16 2.4B:320 12B:1536"},
         error="Cannot specify both",
     ),
+    # ================= the whole validation, warnings, derived values, conditions =============
+    # --- refused by validate_args: a reject with an invalid finding, never an error ---
+    Case(
+        "te-cross-entropy-fusion",
+        "llama3-8b",
+        "invalid",
+        set_={"--cross-entropy-fusion-impl": "te"},
+        error="Transformer Engine cross entropy loss fusion is disabled due to stability issues",
+        source="megatron/training/arguments.py",
+    ),
+    Case(
+        "tp3-world-8",
+        "llama3-8b",
+        "invalid",
+        set_={"--tensor-model-parallel-size": "3"},
+        error="world size (8) is not divisible by total_model_size",
+        source="megatron/training/arguments.py",
+    ),
+    Case(
+        "gpt3-vpp-4-of-6",
+        "gpt3-175b",
+        "invalid",
+        set_={"--num-layers-per-virtual-pipeline-stage": "4"},
+        error="must be divisible number of layers per virtual pipeline stage",
+        source="megatron/training/arguments.py",
+    ),
+    # --- refused when the model's configuration is built (TransformerConfig, GPTModelConfig) ---
+    # 32 layers, PP4, 6 on the first stage: 26 left for 3 middle stages
+    Case(
+        "pp4-first-stage-6",
+        "llama3-8b",
+        "invalid",
+        set_={"--pipeline-model-parallel-size": "4", "--decoder-first-pipeline-num-layers": "6"},
+        error="number of layers at middle stage: 26 must be divisible",
+        stage="model",
+        source="megatron/core/transformer/transformer_config.py",
+    ),
+    # declared without Transformer Engine: the rope fusion (on by default) has no kernel
+    Case(
+        "no-transformer-engine",
+        "llama3-8b",
+        "invalid",
+        te="none",
+        error="apply_rope_fusion is not available",
+        stage="model",
+        source="megatron/core/transformer/transformer_config.py",
+    ),
+    # TE 1.3 predates the fused RoPE kernel (TE >= 1.4)
+    Case(
+        "transformer-engine-1.3",
+        "llama3-8b",
+        "invalid",
+        te="1.3",
+        error="apply_rope_fusion is not available. Please install TE >= 1.4",
+        stage="model",
+        source="megatron/core/transformer/transformer_config.py",
+    ),
+    # fused MoE permutation needs TE >= 2.1; the recipe declares 2.0
+    Case(
+        "moe-permute-fusion-te-2.0",
+        "mixtral-8x7b",
+        "invalid",
+        set_={"--moe-permute-fusion": None},
+        te="2.0",
+        error="fused permutation is not available",
+        stage="model",
+        source="megatron/core/transformer/transformer_config.py",
+    ),
+    # CUDA graphs need TE's RNG tracker: GPTModelConfig.finalize refuses them without it
+    Case(
+        "cuda-graphs-without-te-rng",
+        "llama3-8b",
+        "invalid",
+        set_={"--cuda-graph-impl": "local"},
+        error="Transformer engine's RNG tracker is required for cudagraphs",
+        stage="model",
+        source="megatron/training/models/gpt.py",
+    ),
+    # --- a warning about numerical stability that the candidate introduces: review ---
+    Case(
+        "ckpt-exchange-gather-rounds",
+        "llama3-8b",
+        "review",
+        {
+            "ckpt_fully_parallel_load": "layout",
+            "warning:currently-only-the-broadcast-exchange-algorithm-is-supported": "unknown",
+        },
+        set_={
+            "--ckpt-fully-parallel-load": None,
+            "--ckpt-fully-parallel-load-exchange-algo": "gather_rounds",
+        },
+        source="megatron/training/arguments.py:1732@0.19.2",
+    ),
+    # --- the derived global batch, not how the recipe spelled it (global batch unpinned) ---
+    # TP2 halves DP (8 -> 4) and MBS 2 doubles each rank's batch: the derived global batch stays 8
+    Case(
+        "unpinned-tp2-mbs2",
+        "llama3-8b",
+        "allow",
+        {"tensor_model_parallel_size": "layout", "micro_batch_size": "layout"},
+        set_={"--tensor-model-parallel-size": "2", "--micro-batch-size": "2"},
+        base_drop=("--global-batch-size",),
+        source="megatron/training/arguments.py:684@0.19.2",
+    ),
+    Case(
+        "unpinned-cp2-mbs2",
+        "llama3-8b",
+        "allow",
+        {"context_parallel_size": "layout", "data_parallel_size": "layout"},
+        set_={"--context-parallel-size": "2", "--micro-batch-size": "2"},
+        base_drop=("--global-batch-size",),
+        source="megatron/training/arguments.py:684@0.19.2",
+    ),
+    # TP2 alone: DP 8 -> 4, so the derived global batch goes 8 -> 4 samples per step
+    Case(
+        "unpinned-tp2",
+        "llama3-8b",
+        "reject",
+        {"global_batch_size": "semantic", "tensor_model_parallel_size": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_drop=("--global-batch-size",),
+        source="megatron/training/arguments.py:684@0.19.2",
+    ),
+    Case(
+        "unpinned-pp2",
+        "llama3-8b",
+        "reject",
+        {"global_batch_size": "semantic", "pipeline_model_parallel_size": "semantic"},
+        set_={"--pipeline-model-parallel-size": "2"},
+        base_drop=("--global-batch-size",),
+        source="megatron/training/arguments.py:684@0.19.2",
+    ),
+    # --- options under which a parallel degree changes the math ---
+    # blockwise Muon (the default TP mode) orthogonalises each TP shard on its own
+    Case(
+        "muon-blockwise-tp2",
+        "llama3-8b",
+        "reject",
+        {"tensor_model_parallel_size": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--optimizer", "muon"),
+        source="megatron/core/optimizer/emerging_optimizers.py:290@0.19.2",
+    ),
+    Case(
+        "muon-duplicated-tp2",
+        "llama3-8b",
+        "allow",
+        {"tensor_model_parallel_size": "layout"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--optimizer", "muon", "--muon-tp-mode", "duplicated"),
+        source="megatron/core/optimizer/emerging_optimizers.py:290@0.19.2",
+    ),
+    Case(
+        "muon-blockwise-etp2",
+        "mixtral-8x7b",
+        "reject",
+        {"expert_tensor_parallel_size": "semantic"},
+        set_={"--expert-tensor-parallel-size": "2"},
+        base_extra=("--optimizer", "muon"),
+        source="megatron/core/optimizer/emerging_optimizers.py:290@0.19.2",
+    ),
+    # attention dropout is drawn in the TP region from seed + 2718 + TP rank
+    Case(
+        "attention-dropout-tp2",
+        "llama3-8b",
+        "reject",
+        {"tensor_model_parallel_size": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--attention-dropout", "0.1"),
+        source="megatron/core/tensor_parallel/random.py:481@0.19.2",
+    ),
+    # hidden dropout under sequence parallelism (on at TP2) moves into the TP RNG fork
+    Case(
+        "hidden-dropout-tp2-sp",
+        "llama3-8b",
+        "reject",
+        {"tensor_model_parallel_size": "semantic", "sequence_parallel": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--hidden-dropout", "0.1"),
+        source="megatron/core/transformer/transformer_block.py:596@0.19.2",
+    ),
+    Case(
+        "hidden-dropout-pp2",
+        "llama3-8b",
+        "reject",
+        {"pipeline_model_parallel_size": "semantic"},
+        set_={"--pipeline-model-parallel-size": "2"},
+        base_extra=("--hidden-dropout", "0.1"),
+        source="megatron/training/initialize.py:439@0.19.2",
+    ),
+    # TE's RNG tracker: another generator draws the masks, which matters only with dropout on
+    Case(
+        "gpt3-te-rng-tracker",
+        "gpt3-175b",
+        "reject",
+        {"te_rng_tracker": "semantic"},
+        set_={"--te-rng-tracker": None},
+        source="megatron/core/tensor_parallel/random.py:380@0.19.2",
+    ),
+    Case(
+        "te-rng-tracker-no-dropout",
+        "llama3-8b",
+        "allow",
+        {"te_rng_tracker": "layout"},
+        set_={"--te-rng-tracker": None},
+        source="megatron/core/tensor_parallel/random.py:380@0.19.2",
+    ),
+    # replicas seeded by DP rank: another DP degree starts from other weights
+    Case(
+        "dp-random-init-tp2",
+        "llama3-8b",
+        "reject",
+        {"data_parallel_size": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--data-parallel-random-init",),
+        source="megatron/training/initialize.py:443@0.19.2",
+    ),
+    # the cyclic sampler shuffles in buckets of micro batch x DP
+    Case(
+        "cyclic-loader-tp2",
+        "llama3-8b",
+        "reject",
+        {"data_parallel_size": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--dataloader-type", "cyclic"),
+        source="megatron/training/datasets/data_samplers.py:366@0.19.2",
+    ),
+    # GPT-3 with dropout off: virtual stages and sequence parallelism are layout again
+    Case(
+        "gpt3-nodrop-vpp2",
+        "gpt3-175b",
+        "allow",
+        {"num_layers_per_virtual_pipeline_stage": "layout"},
+        set_={"--num-layers-per-virtual-pipeline-stage": "3"},
+        base_extra=("--attention-dropout", "0.0", "--hidden-dropout", "0.0"),
+        source="megatron/training/initialize.py:439@0.19.2",
+    ),
+    Case(
+        "gpt3-nodrop-sequence-parallel",
+        "gpt3-175b",
+        "allow",
+        {"sequence_parallel": "layout"},
+        set_={"--sequence-parallel": None},
+        base_extra=("--attention-dropout", "0.0", "--hidden-dropout", "0.0"),
+        source="megatron/core/transformer/transformer_block.py:596@0.19.2",
+    ),
 ]
 
 
@@ -474,23 +742,30 @@ def _edit(args: list[str], set_: dict[str, str | None], drop: tuple[str, ...]) -
 
 
 def _variant(
-    recipe: Recipe, name: str, args: list[str], env: dict[str, str], gpu_arch: str = ""
+    recipe: Recipe,
+    name: str,
+    args: list[str],
+    env: dict[str, str],
+    gpu_arch: str = "",
+    te: str = "",
 ) -> Recipe:
     body = dict(recipe.body, args=args, env={**recipe.body.get("env", {}), **env})
     if gpu_arch:
         body["gpu_arch"] = gpu_arch
+    if te:
+        body["transformer_engine"] = te
     return recipe.model_copy(update={"name": name, "path": f"{name}.yaml", "body": body})
 
 
 def baseline_of(case: Case) -> Recipe:
     recipe = load_recipe(EXAMPLES / f"{case.recipe}.yaml")
-    if not case.base_extra:
+    if not case.base_extra and not case.base_drop:
         return recipe
-    args = [*recipe.body["args"], *case.base_extra]
+    args = [*_edit(recipe.body["args"], {}, case.base_drop), *case.base_extra]
     return _variant(recipe, f"{case.recipe}+{case.name}-base", args, {})
 
 
 def candidate_of(case: Case) -> Recipe:
     base = baseline_of(case)
     args = _edit(base.body["args"], case.set_, case.drop)
-    return _variant(base, case.name, args, case.env, case.gpu_arch)
+    return _variant(base, case.name, args, case.env, case.gpu_arch, case.te)

@@ -161,3 +161,52 @@ def test_gate_check_cli_on_a_megatron_pair(tmp_path: Path) -> None:
     (finding,) = [f for f in payload["findings"] if f["key"] == "moe_expert_capacity_factor"]
     assert finding["class"] == "semantic"
     assert finding["source"].startswith("megatron/core/transformer/transformer_config.py:")
+
+
+def test_each_class_of_the_whole_validation_is_labelled() -> None:
+    """Refusals at both stages, a warning that asks for review, derived batches both ways, and
+    the options that make a parallel degree semantic; every cited line exists."""
+    stages = {c.stage for c in CASES if c.verdict == "invalid"}
+    assert stages == {"args", "model"}
+    assert any(k.startswith("warning:") for c in CASES for k in c.drivers)
+    unpinned = {c.verdict for c in CASES if "--global-batch-size" in c.base_drop}
+    assert unpinned == {"allow", "reject"}
+    import megatron
+
+    root = Path(megatron.__path__[0]).parent
+    for case in CASES:
+        if "@" not in case.source:
+            continue
+        location, _, version = case.source.partition("@")
+        file, _, line = location.rpartition(":")
+        assert version == "0.19.2", case.name
+        lines = (root / file).read_text().splitlines()
+        assert 0 < int(line) <= len(lines), case.name
+
+
+def test_gate_check_names_megatrons_refusal(
+    outcomes: dict[str, Outcome], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """attune gate check on a candidate TransformerConfig refuses: exit 1, a reject whose
+    invalid finding quotes Megatron's message and the line that raised it, in every format."""
+    from bot.cli import main
+
+    cand = candidate_of(next(c for c in CASES if c.name == "pp4-first-stage-6"))
+    path = tmp_path / "cand.yaml"
+    path.write_text(json.dumps({"framework": "megatron", "name": "cand", **cand.body}))
+    base = str(EXAMPLES / "llama3-8b.yaml")
+    assert main(["gate", "check", base, str(path), "--json"]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert finding["class"] == "invalid" and finding["key"] == "model"
+    assert "number of layers at middle stage: 26 must be divisible" in finding["reason"]
+    assert_megatron_line(finding["source"], "megatron/core/transformer/transformer_config.py")
+    assert main(["gate", "check", base, str(path), "--markdown"]) == 1
+    assert (
+        "| `model` | `null` | `null` | invalid | megatron 0.19.2 refuses" in capsys.readouterr().out
+    )
+    assert main(["gate", "check", base, str(path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "verdict: reject" in out and "invalid" in out and "refuses" in out
+    # the same file as the baseline: nothing to compare against, attune's bad input (exit 2)
+    assert main(["gate", "check", str(path), base]) == 2
+    assert "invalid baseline" in capsys.readouterr().err

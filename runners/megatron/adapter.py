@@ -51,12 +51,15 @@ class MegatronAdapter(WorkerAdapter[MegatronRecipe]):
     core_v0.19.0): neither may be scored."""
 
     def request_item(self, body: MegatronRecipe) -> dict[str, Any]:
-        return {
+        item = {
             "args": body.args,
             "world_size": body.total_devices,
             "gpu_arch": body.gpu_arch,
             "env": body.env,
         }
+        if body.transformer_engine is not None:
+            item["transformer_engine"] = body.transformer_engine
+        return item
 
     def edit_tokens(self, tokens: list[str], changes: dict[str, Any]) -> list[str]:
         """``args`` with ``changes`` (Megatron dests) written as Megatron's own options."""

@@ -41,7 +41,8 @@ undeclared TE refuses nothing for being too old. ``transformer_engine: none`` de
 _FUSED_ROPE = ("fused_apply_rotary_pos_emb", "fused_apply_rotary_pos_emb_thd")
 """rope_utils globals set from TE at import (megatron/core/models/common/embeddings/
 rope_utils.py:21-29); TransformerConfig refuses ``apply_rope_fusion`` when both are None
-(transformer_config.py:2185)."""
+(transformer_config.py:2185, "Please install TE >= 1.4")."""
+_FUSED_ROPE_TE = "1.4.0"
 _FUSED_PERMUTE = (
     "fused_permute",
     "fused_permute_with_probs",
@@ -82,11 +83,11 @@ def declared_te(version: str | None) -> Iterator[None]:
 
     present = (version or ASSUMED_TE).lower() != "none"
     te = Version(version or ASSUMED_TE) if present else Version("0.0.0")
-    kernel = _declared_kernel if present else None
-    permute = kernel if te >= Version(_FUSED_PERMUTE_TE) else None
+    rope = _declared_kernel if present and te >= Version(_FUSED_ROPE_TE) else None
+    permute = _declared_kernel if present and te >= Version(_FUSED_PERMUTE_TE) else None
     with (
         _patched(utils, {"_te_version": te}),
-        _patched(rope_utils, dict.fromkeys(_FUSED_ROPE, kernel)),
+        _patched(rope_utils, dict.fromkeys(_FUSED_ROPE, rope)),
         _patched(moe_utils, dict.fromkeys(_FUSED_PERMUTE, permute)),
     ):
         yield

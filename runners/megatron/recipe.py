@@ -14,6 +14,10 @@ class MegatronRecipe(DistributedRecipe):
     """Command-line tokens exactly as passed to Megatron (``["--num-layers", "32", ...]``)."""
     gpu_arch: str = Field(pattern=r"^sm\d{2,3}$")
     """Target GPU architecture (``sm80``, ``sm90``, ``sm100``), pinned during validation."""
+    transformer_engine: str | None = Field(default=None, pattern=r"^(none|\d+(\.\d+){0,2})$")
+    """Transformer Engine version on the launch machine (``2.9``, ``1.13.0``), or ``none``:
+    what Megatron's model-build checks are told. Unset: new enough for every one of them
+    (``runners.megatron.model_checks.ASSUMED_TE``)."""
 
     @property
     def arch_major(self) -> int:

@@ -1,13 +1,16 @@
-"""Resolve Megatron-LM recipes with Megatron's own ``parse_args`` + ``validate_args``.
+"""Resolve Megatron-LM recipes with Megatron's own ``parse_args`` + ``validate_args`` and the
+checks it makes when it builds the model (``runners.megatron.model_checks``).
 
-Run as ``python -m runners.megatron.resolve_worker``: reads
-``{"recipes": [{"args": [...], "world_size": N, "gpu_arch": "sm90", "env": {...}}, ...]}``
-on stdin and writes ``{"version": ..., "results": [...]}`` on stdout, one result per recipe:
-``{"values": ..., "env": ..., "explicit": [dests set on the command line]}`` or
-``{"error": ...}``. Megatron is imported once; every recipe is resolved in this one process.
+Run as ``python -m runners.megatron.resolve_worker``: reads ``{"recipes": [{"args": [...],
+"world_size": N, "gpu_arch": "sm90", "transformer_engine": "2.9" (optional), "env": {...}},
+...]}`` on stdin and writes ``{"version": ..., "results": [...]}`` on stdout, one result per
+recipe: ``{"values": ..., "env": ..., "explicit": [dests set on the command line], "warnings":
+[{"message", "category", "source"}]}`` or ``{"error": ..., "key": "args" | "model", "source":
+"megatron/...py:N"}``. Megatron is imported once; every recipe is resolved in this one process.
 Anything Megatron prints goes to stderr so that stdout carries only the JSON answer.
 
-This is the only module that imports Megatron (untyped): the adapter talks to it over pipes.
+This module and ``model_checks`` are the only ones that import Megatron (untyped): the adapter
+talks to them over pipes.
 """
 
 from __future__ import annotations
