@@ -375,3 +375,20 @@ def test_a_ledger_written_before_the_judgement_still_folds(tmp_path: Path) -> No
     assert judged["c2"]["decision"] == "merge" and judged["c2"].get("pairs") is None
     text = render_markdown(build_report(events))
     assert "- no candidate needed re-measuring" in text and "confirmed" not in text
+
+
+def test_on_github_each_judgement_run_benchmarks_its_recipe_s_commit(
+    finished: list[LedgerEvent],
+) -> None:
+    """GitHub mode benchmarks commits: a B run is its candidate's commit, an A run or a
+    recalibration run the tuned head, a confirmation's baseline run the commit the campaign
+    started from."""
+    from bot.github.pins import pins_of
+
+    state = fold(finished[0].campaign, finished)
+    c3 = state.trials["c3"]
+    assert pins_of(state, "c3-b1").commit == c3.head_sha == pins_of(state, "c3").commit
+    assert pins_of(state, "c3-a1").commit == state.pinned_sha  # the incumbent c2: tuned head
+    assert pins_of(state, "confirm-c2-b1").commit == state.pinned_sha
+    [opened] = of(finished, "forge_ready")
+    assert pins_of(state, "confirm-c2-a1").commit == opened["base_sha"] != state.pinned_sha

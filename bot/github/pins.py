@@ -24,17 +24,28 @@ class Pins:
     """(candidate branch, its commit) for a candidate; None for a baseline or profile run."""
     pr: int | None
     """The candidate's pull request."""
+    baseline: str | None = None
+    """A judgement run of the baseline's recipe after merges (the final confirmation's A runs):
+    the commit the campaign started from."""
 
     @property
     def commit(self) -> str:
-        """The commit the trial benchmarks: its candidate's, else the tuned head."""
-        return (self.candidate or self.tuned)[1]
+        """The commit the trial benchmarks: its candidate's, the baseline's, else the tuned
+        head."""
+        return self.baseline or (self.candidate or self.tuned)[1]
 
 
 def pins_of(state: CampaignState, trial: str) -> Pins:
     """The trial's pins, from the campaign's folded ledger."""
     if state.params is None or state.tuned_branch is None or state.pinned_sha is None:
         raise AttuneError(f"{trial}: no commit to benchmark (forge not ready)")
+    request = state.judgement.runs.get(trial)  # an A/B or confirmation run (docs/judgement.md)
+    if request is not None and request.recipe_of not in (state.incumbent, "baseline"):
+        return pins_of(state, request.recipe_of)  # a B run: the candidate's own commit
+    if request is not None and request.recipe_of == "baseline" and state.candidates:
+        base = state.candidates[0].base_sha  # the first candidate was cut from the start
+        pins = pins_of(state, "baseline")
+        return Pins(pins.recipe_path, pins.tuned, None, None, baseline=base)
     record = state.trials.get(trial)
     if record is None or record.pr is None:
         return Pins(state.params.recipe_path, (state.tuned_branch, state.pinned_sha), None, None)
@@ -67,7 +78,7 @@ def verify_pins(repo: RepoClient, pins: Pins) -> str:
                 "campaign; nothing was launched"
             )
     if candidate is None:
-        return tuned[1]
+        return pins.commit
     parents = repo.parents(candidate[1])
     if parents != [tuned[1]]:
         raise HeadMoved(
