@@ -169,8 +169,8 @@ class FakeAnthropic:
             turn = step if isinstance(step, Turn) else step(body)
             if turn.expect is not None:
                 turn.expect(body)
-        except AssertionError as exc:
-            self.failures.append(f"request {len(self.requests)}: {exc}")
+        except Exception as exc:  # a failed check, or a script that could not answer
+            self.failures.append(f"request {len(self.requests)}: {type(exc).__name__}: {exc}")
             return _error(400, "invalid_request_error", f"script check failed: {exc}")
         if turn.hold is not None:
             turn.hold.wait()
