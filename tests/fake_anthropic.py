@@ -187,14 +187,17 @@ class FakeAnthropic:
                 else:
                     status, payload, extra = fake.answer(raw, self.headers)
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", f"req_{len(fake.requests):05d}")
-                for k, v in extra.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.send_header("request-id", f"req_{len(fake.requests):05d}")
+                    for k, v in extra.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client left: it timed out, or was killed
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
