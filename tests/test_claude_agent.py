@@ -162,3 +162,51 @@ def test_an_accepted_decision_is_replayed_from_the_ledger_without_a_call(
     again, server = decide(ledger, view, [])  # killed before the campaign recorded it
     assert again == first and server.requests == []
     assert [c["decision"] for c in kinds(ledger, "model_called")] == [None, "propose"]
+
+
+def test_lessons_reach_the_model_and_the_ones_it_cites_reach_the_proposal(
+    ledger: Ledger, view: AgentView
+) -> None:
+    from bot.lesson_view import LessonView
+    from tests.fake_anthropic import Request, tool_results
+
+    lesson = LessonView(
+        id="embedded-threads-up",
+        claim="More intra-op threads speed up the embedded workload on idle cores.",
+        levers={"threads": "up"},
+        effect="faster",
+        gain_pct=35.0,
+        trials=3,
+    )
+    lessons_view = view.model_copy(update={"lessons": [lesson]})
+    line = next(
+        n
+        for n, t in enumerate((ROOT / "runners/embedded/train.py").read_text().splitlines(), 1)
+        if "set_num_threads" in t
+    )
+    why = "one intra-op thread leaves the second core idle during every matmul"
+
+    def propose(*used: str) -> dict[str, Any]:
+        return tool(
+            "propose",
+            changes={"threads": 2},
+            bottleneck="compute",
+            mechanism=why,
+            expected_gain_pct=35,
+            source_refs=[f"runners/embedded/train.py:{line}"],
+            lessons_used=list(used),
+        )
+
+    def sees_the_lesson(request: Request) -> None:
+        assert lesson.claim in str(request["messages"][0]["content"])
+
+    def unknown_refused(request: Request) -> None:
+        assert "unknown lesson id(s) no-such-lesson" in str(tool_results(request)[0]["content"])
+
+    script: list[Step] = [
+        Turn([tool("grep_source", pattern="set_num_threads")], expect=sees_the_lesson),
+        Turn([propose("no-such-lesson")]),
+        Turn([propose(lesson.id)], expect=unknown_refused),
+    ]
+    decision, _ = decide(ledger, lessons_view, script)
+    assert isinstance(decision, Proposal) and decision.lessons_used == [lesson.id]
