@@ -2,6 +2,7 @@
 
     python benchmarks/false_promotion.py simulate [--comparisons 20000] [--cv 0.024]
     python benchmarks/false_promotion.py real [--comparisons 20] [--steps 6] [--warmup 2]
+        [--tiny] [--in-process]
 
 Both drive the campaign's own decisions (``gate.sequential``: the one-run bar, then the A/B
 pairs and the paired rule) with a candidate identical to the incumbent, so every promotion is
@@ -13,10 +14,13 @@ independently as mean x (1 + N(0, cv)) (``--cv``: the run-to-run noise measured 
 0.024 is what the 2-core demo machine measured), optionally with a shared slow drift
 (``--drift``: an AR(1) load factor that moves consecutive runs together). No process runs.
 
-``real``: the embedded workload's example recipe (``examples/ported-gpt.yaml``), benchmarked
-for real: the noise is calibrated from five runs, then each comparison runs the same recipe as
-the candidate and re-measures it A/B when the campaign would. Prints each comparison, the
-totals and the wall time. The numbers depend on what else the machine runs.
+``real``: the embedded workload's example recipe (``examples/ported-gpt.yaml``, or ``--tiny``),
+benchmarked for real: the noise is calibrated from five runs, then each comparison runs the
+same recipe as the candidate and re-measures it A/B when the campaign would. Each run is
+launched as a campaign's trial is, or with ``--in-process`` runs the training loop in this
+process (the score counts only the steps after warm-up either way; what it saves is the start-up
+of an interpreter and torch per run). Prints each comparison, the totals and the wall time.
+The numbers depend on what else the machine runs.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -108,7 +113,7 @@ def summary(results: list[Comparison]) -> str:
     # exact (Clopper-Pearson) upper 95% bound would need a beta quantile; the rule of three
     # (k = 0) and the normal bound otherwise are enough to read the number
     rate = len(merged) / n
-    upper = 3.0 / n if not merged else rate + 1.96 * math.sqrt(rate * (1 - rate) / n)
+    upper = min(1.0, 3.0 / n if not merged else rate + 1.96 * math.sqrt(rate * (1 - rate) / n))
     runs = statistics.fmean(r.runs for r in results)
     return (
         f"{len(merged)} false promotions in {n} A/A comparisons ({rate:.2%}, 95% upper bound "
@@ -117,20 +122,67 @@ def summary(results: list[Comparison]) -> str:
     )
 
 
-def real(args: argparse.Namespace) -> int:
+TINY = {
+    "n_layer": 2,
+    "n_head": 4,
+    "d_model": 64,
+    "seq_len": 32,
+    "global_batch_size": 8,
+    "micro_batch_size": 1,
+    "threads": 1,
+}
+"""``--tiny``: a model whose runs are a few seconds, so 20 comparisons fit in minutes."""
+
+
+def _recipe(args: argparse.Namespace, tmp: Path) -> Any:
+    import yaml
+
     from gate.recipe import load_recipe
+
+    if not args.tiny:
+        return load_recipe(args.recipe)
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump({"framework": "embedded", "name": "tiny", "config": TINY}))
+    return load_recipe(path)
+
+
+def _in_process(recipe: Any, steps: int, warmup: int, workdir: Path) -> float:
+    """One run of the embedded workload's training loop in this process (its step lines
+    captured and scored as a launch's are): no interpreter and torch start-up per run."""
+    import contextlib
+    import io
+    import json
+
+    from gate.throughput import tokens_per_second_per_device
+    from runners.adapters import get_adapter
+    from runners.embedded import train
+
+    adapter = get_adapter(recipe.framework)
+    effective = adapter.resolve(recipe)
+    workdir.mkdir(parents=True)
+    config = workdir / "effective-config.json"
+    config.write_text(json.dumps(effective.values, sort_keys=True))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        train.main(["--config", str(config), "--steps", str(steps)])
+    records = adapter.parse_metrics(out.getvalue().splitlines(), {})
+    return tokens_per_second_per_device(records, warmup=warmup, devices=effective.devices)
+
+
+def real(args: argparse.Namespace) -> int:
     from runners.bench import run_bench
 
-    recipe = load_recipe(args.recipe)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="attune-aa-") as tmp:
+        recipe = _recipe(args, Path(tmp))
         count = [0]
 
         def draw() -> float:
             count[0] += 1
-            result = run_bench(
-                recipe, steps=args.steps, warmup=args.warmup, workdir=Path(tmp) / f"run-{count[0]}"
-            )
+            workdir = Path(tmp) / f"run-{count[0]}"
+            if args.in_process:
+                return _in_process(recipe, args.steps, args.warmup, workdir)
+            result = run_bench(recipe, steps=args.steps, warmup=args.warmup, workdir=workdir)
             if result.status != "ok" or result.score is None:
                 raise SystemExit(f"run {count[0]}: {result.status}: {result.error}")
             return float(result.score)
@@ -153,7 +205,11 @@ def real(args: argparse.Namespace) -> int:
                 flush=True,
             )
     print(summary(results))
-    print(f"{count[0]} real runs, {time.monotonic() - started:.0f} s wall, {args.steps} steps each")
+    how = "in this process" if args.in_process else "each launched like a campaign's trial"
+    print(
+        f"{count[0]} real runs ({how}), {time.monotonic() - started:.0f} s wall, "
+        f"{args.steps} steps each ({args.warmup} warm-up)"
+    )
     return 0
 
 
@@ -170,6 +226,10 @@ def main() -> int:
     r.add_argument("--comparisons", type=int, default=20)
     r.add_argument("--steps", type=int, default=6)
     r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--tiny", action="store_true", help="a 2-layer 64-wide model, not --recipe")
+    r.add_argument(
+        "--in-process", action="store_true", help="run the training loop here, not launched"
+    )
     args = p.parse_args()
     if args.mode == "real":
         return real(args)
