@@ -15,10 +15,10 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, Field
 
 from bot.agents.lesson_use import direction
+from bot.agents.rules import FAILED
 from bot.campaign_state import CampaignState, TrialRecord
 from bot.lessons import Evidence, Lesson
 
-FAILED = ("failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died")
 TOLERANCE_PCT = 0.05
 """How far a cited change may be from the ledger's (rounding)."""
 

@@ -16,11 +16,10 @@ from typing import Any
 import yaml
 
 from bot.agents.lesson_use import direction
+from bot.agents.rules import FAILED
 from bot.campaign_state import CampaignState, TrialRecord
 from bot.lesson_view import Effect
 from bot.lessons import CampaignFacts, Evidence, Lesson, ParamRange, Scope
-
-FAILED = ("failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died")
 
 
 def _size(params: float) -> str:
