@@ -17,6 +17,7 @@ import pytest
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig
 from gate.prelaunch import judge, refused
+from gate.recipe import load_recipe
 from gate.registry import Registry, load_file, load_registry
 from runners.megatron.adapter import MegatronAdapter
 from tests.megatron_cases import CASES, EXAMPLES, Case, baseline_of, candidate_of
@@ -185,15 +186,17 @@ def test_each_class_of_the_whole_validation_is_labelled() -> None:
 
 
 def test_gate_check_names_megatrons_refusal(
-    outcomes: dict[str, Outcome], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    outcomes: dict[str, Outcome], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """attune gate check on a candidate TransformerConfig refuses: exit 1, a reject whose
     invalid finding quotes Megatron's message and the line that raised it, in every format."""
     from bot.cli import main
 
-    cand = candidate_of(next(c for c in CASES if c.name == "pp4-first-stage-6"))
-    path = tmp_path / "cand.yaml"
-    path.write_text(json.dumps({"framework": "megatron", "name": "cand", **cand.body}))
+    path = EXAMPLES / "candidates" / "llama3-8b-pp4-first-stage-6.yaml"
+    assert (
+        load_recipe(path).body["args"]
+        == candidate_of(next(c for c in CASES if c.name == "pp4-first-stage-6")).body["args"]
+    )  # the labelled case, so its resolution is the one already made
     base = str(EXAMPLES / "llama3-8b.yaml")
     assert main(["gate", "check", base, str(path), "--json"]) == 1
     (finding,) = json.loads(capsys.readouterr().out)["findings"]
