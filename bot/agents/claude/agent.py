@@ -60,9 +60,14 @@ class ClaudeAgent:
         state = fold(self.campaign, events)
         conversation = f"d{len(state.candidates) + len(state.profile_requests)}"
         box = ToolBox(view, probe_of, tried, self.registry, self.tree, state)
-        history: list[dict[str, Any]] = [
-            {"role": "user", "content": messages.opening(view, self.tree)}
-        ]
+        # the opening is a cache breakpoint too: every later call re-reads it at 0.1x
+        cached = {"type": "ephemeral"}
+        opening = {
+            "type": "text",
+            "text": messages.opening(view, self.tree),
+            "cache_control": cached,
+        }
+        history: list[dict[str, Any]] = [{"role": "user", "content": [opening]}]
         calls = [e.payload for e in events if e.kind == "model_called"]
         spent = sum(float(p["cost_usd"]) for p in calls)
         asked = {

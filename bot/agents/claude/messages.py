@@ -33,7 +33,7 @@ def opening(view: AgentView, tree: SourceTree) -> str:
         f"(read_source and grep_source paths are relative to its parent, as registry sources).",
         f"Incumbent: {view.incumbent}. Its layout settings (the keys you may tune):",
         json.dumps(layout, sort_keys=True, default=str),
-        f"Registry sources of those keys: {json.dumps(view.layout_sources, sort_keys=True)}",
+        "get_registry(key) gives a key's class, reason and the source line that reads it.",
     ]
     if view.profile is None:
         lines.append("Profile of the incumbent: none yet.")
