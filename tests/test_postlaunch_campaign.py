@@ -2,12 +2,13 @@
 baseline run as charged ``layout_check`` trials, the reference lands in the ledger, a restarted
 bot folds it back without measuring again, and a refused variant is named, not fatal.
 
-To keep the file short, each campaign has one real calibration run and its ``noise_calibrated``
-is written from that run's score (the noise model itself is tested in test_noise_and_postlaunch).
+To keep the file short, the campaigns share one real calibration run (copied) and its
+``noise_calibrated`` is written from that run's score (the noise model: test_noise_and_postlaunch).
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -51,40 +52,53 @@ def _campaign(root: Path, ledger: Ledger, registry: Registry, budget_s: float) -
     )
 
 
-def _calibrated_noise(root: Path, write_recipe: Any, config: dict[str, Any]) -> Ledger:
-    """A ledger whose campaign has one real calibration run and its noise written."""
-    recipe = write_recipe(root, "small", **config)
-    ledger = Ledger(root / "ledger.db")
-    open_campaign(
-        ledger,
-        "c",
-        recipe_text=recipe.read_text(),
-        recipe_path="small.yaml",
-        budget_hours=1.0,
-        steps=STEPS,
-        warmup=1,
-    )
-    campaign = _campaign(root, ledger, load_registry("embedded", "1"), 3600.0)
-    state = campaign.state()
-    assert campaign._bench("baseline-1", "calibration", campaign.recipe(recipe.read_text(), "b"))
-    score = float(campaign.state().trials["baseline-1"].finished["score"])  # type: ignore[index]
-    ledger.append(
-        "c",
-        "noise_calibrated",
-        {"runs": 1, "mean": score, "std": 0.0, "cv": 0.0, "threshold": 0.03, "scores": [score]},
-    )
-    assert state.checks_reference is None
-    return ledger
+@pytest.fixture(scope="module")
+def noise_calibrated(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any) -> Path:
+    """A work directory whose campaign has one real calibration run and its noise written;
+    each test works on a copy."""
+    from tests.conftest import SMALL_CONFIG
+
+    root = tmp_path_factory.mktemp("calibrated")
+    recipe = write_recipe(root, "small", **{**SMALL_CONFIG, "micro_batch_size": 2})
+    with Ledger(root / "ledger.db") as ledger:
+        open_campaign(
+            ledger,
+            "c",
+            recipe_text=recipe.read_text(),
+            recipe_path="small.yaml",
+            budget_hours=1.0,
+            steps=STEPS,
+            warmup=1,
+        )
+        campaign = _campaign(root, ledger, load_registry("embedded", "1"), 3600.0)
+        baseline = campaign.recipe(recipe.read_text(), "baseline")
+        assert campaign._bench("baseline-1", "calibration", baseline)
+        finished = campaign.state().trials["baseline-1"].finished
+        assert finished is not None and finished["status"] == "ok", finished
+        score = float(finished["score"])
+        ledger.append(
+            "c",
+            "noise_calibrated",
+            {"runs": 1, "mean": score, "std": 0.0, "cv": 0.0, "threshold": 0.03, "scores": [score]},
+        )
+        assert campaign.state().checks_reference is None
+    return root
+
+
+def _copy(root: Path, tmp_path: Path) -> tuple[Path, Ledger]:
+    work = tmp_path / "work"
+    shutil.copytree(root, work)
+    return work, Ledger(work / "ledger.db")
 
 
 def test_the_checks_are_calibrated_from_layout_variants_once(
-    tmp_path: Path, write_recipe: Any, small_config: dict[str, Any]
+    noise_calibrated: Path, tmp_path: Path
 ) -> None:
     registry = load_registry("embedded", "1")
-    ledger = _calibrated_noise(tmp_path, write_recipe, {**small_config, "micro_batch_size": 2})
+    work, ledger = _copy(noise_calibrated, tmp_path)
     with ledger:
-        calibrate_checks(_campaign(tmp_path, ledger, registry, 3600.0))
-        state = _campaign(tmp_path, ledger, registry, 3600.0).state()  # a restarted bot
+        calibrate_checks(_campaign(work, ledger, registry, 3600.0))
+        state = _campaign(work, ledger, registry, 3600.0).state()  # a restarted bot
         ref = state.checks_reference
         assert ref is not None
         assert ref.variants == [
@@ -102,25 +116,25 @@ def test_the_checks_are_calibrated_from_layout_variants_once(
         assert not {t.finished["fingerprint"] for t in layout} & state.tried  # type: ignore[index]
 
         events = len(ledger.events("c"))
-        calibrate_checks(_campaign(tmp_path, ledger, registry, 3600.0))
+        calibrate_checks(_campaign(work, ledger, registry, 3600.0))
         assert len(ledger.events("c")) == events  # calibrated once: nothing runs again
 
         # the judgement uses the calibrated reference: a layout variant passes every check
         result = TrialResult.model_validate_json(
-            (tmp_path / "trials" / "layout-1" / "result.json").read_text()
+            (work / "trials" / "layout-1" / "result.json").read_text()
         )
         verdict = judge_finished(state, result)
         assert verdict["post_passed"] is True, verdict
 
 
 def test_a_refused_variant_is_named_and_the_repeats_still_calibrate(
-    tmp_path: Path, write_recipe: Any, small_config: dict[str, Any]
+    noise_calibrated: Path, tmp_path: Path
 ) -> None:
     registry = load_registry("embedded", "1")
-    ledger = _calibrated_noise(tmp_path, write_recipe, dict(small_config))
+    work, ledger = _copy(noise_calibrated, tmp_path)
     with ledger:
-        calibrate_checks(_campaign(tmp_path, ledger, registry, budget_s=1.0))  # nothing left
-        state: CampaignState = _campaign(tmp_path, ledger, registry, 1.0).state()
+        calibrate_checks(_campaign(work, ledger, registry, budget_s=1.0))  # nothing left
+        state: CampaignState = _campaign(work, ledger, registry, 1.0).state()
         ref = state.checks_reference
         assert ref is not None and ref.runs == ["baseline-1"] and ref.variants == []
         assert len(ref.notes) == 2
