@@ -148,3 +148,23 @@ def test_a_truncated_turn_runs_nothing_and_a_question_gets_the_default() -> None
     assert asked.question == "Which metric?" and asked.content[0]["text"] == TAKE_THE_DEFAULT
     done = reply([use], "tool_use", run)
     assert ran == ["get_history"] and done.ok and "is_error" not in done.content[0]
+
+
+def test_the_claude_agent_is_refused_up_front_without_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bot.campaign_setup import agent_problem
+    from bot.render import replies
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert agent_problem("rules") is None
+    problem = agent_problem("claude")
+    assert problem == NO_KEY
+    reply = replies.agent_unavailable("claude", problem)
+    assert (
+        "`agent=claude`" in reply
+        and "ANTHROPIC_API_KEY" in reply
+        and "Nothing was started" in reply
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert agent_problem("claude") is None
