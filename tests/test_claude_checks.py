@@ -168,3 +168,21 @@ def test_the_claude_agent_is_refused_up_front_without_a_key(
     )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     assert agent_problem("claude") is None
+
+
+def test_the_fold_sums_model_calls_for_every_surface(tmp_path: Any) -> None:
+    from bot.campaign_state import fold
+    from bot.render import campaign_comment, cost_line
+    from gate.ledger import Ledger
+    from tests.events_factory import payload
+
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        ledger.append("c", "campaign_opened", payload("campaign_opened", agent="claude"))
+        for cost in (0.01, 0.02):
+            ledger.append("c", "model_called", payload("model_called", cost_usd=cost))
+        ledger.append("c", "agent_assumption", payload("agent_assumption"))
+        state = fold("c", ledger.events("c"))
+    assert state.llm == {"calls": 2, "input_tokens": 2400, "output_tokens": 600, "cost_usd": 0.03}
+    assert state.assumptions == [payload("agent_assumption")["question"]]
+    line = "LLM agent: 2 model calls, 2,400 input + 600 output tokens, $0.0300"
+    assert line in cost_line(state) and line in campaign_comment(state, budget_h=1.0)

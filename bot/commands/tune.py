@@ -20,7 +20,7 @@ from bot.console import console
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
-from bot.render import noise_line
+from bot.render import llm_line, noise_line
 from bot.report import write_report
 from gate.errors import AttuneError
 from gate.ledger import Ledger
@@ -180,6 +180,8 @@ def summarize(state: CampaignState, report: Path) -> None:
         )
     if state.noise:
         console.print(noise_line(state.noise))
+    if state.llm:
+        console.print(f"LLM agent: {llm_line(state.llm)}")
     console.print(f"stopped: {stopped.get('reason', '?')}")
     for line in stopped.get("evidence", [])[:12]:
         console.print(f"  - {line}")

@@ -114,6 +114,8 @@ def cost_line(state: CampaignState) -> str:
         line += f" of {state.params.budget_device_hours:.4f} budgeted"
     if state.speedup is not None:
         line += f"; incumbent {state.incumbent}, {state.speedup:.2f}x the baseline"
+    if state.llm:
+        line += f"; LLM agent: {llm_line(state.llm)}"
     return line
 
 
