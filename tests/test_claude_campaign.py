@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,11 +180,13 @@ def campaign(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
+        deadline = time.monotonic() + 900  # calibration on a loaded 2-core machine included
         try:
             while script.held is None:  # until the bot waits on the held answer
                 server.arrived.wait(timeout=1)
                 server.arrived.clear()
                 assert bot.poll() is None, bot.stderr.read() if bot.stderr else ""
+                assert time.monotonic() < deadline, "the bot never reached the held call"
         finally:
             os.killpg(bot.pid, signal.SIGKILL)
             bot.wait()
