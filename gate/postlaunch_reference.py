@@ -29,6 +29,14 @@ its baseline by about 0.1% over the first steps; fp32 on the CPU by about 1e-6."
 GRAD_NORM_FLOOR = 0.02
 """Smallest relative step-1 gradient-norm tolerance (2%): the norm sums squares over every
 parameter, so reduction-order noise is larger than the loss's."""
+UNMEASURED_LOSS_FLOOR = 0.02
+"""The loss floor when no layout variant ran (a framework without variants, a budget that
+refused them): the baseline's repeats show its nondeterminism, not what a new parallel layout
+in bf16 does to the first steps, so the floor is wide. Not measured here (no GPU): set above
+the layout differences a bf16 run is expected to show and below what the injected bugs do when
+fine-tuning, except the optimizer's (``docs/postlaunch-checks.md``)."""
+UNMEASURED_GRAD_NORM_FLOOR = 0.10
+"""The gradient-norm floor when no layout variant ran (see UNMEASURED_LOSS_FLOOR)."""
 
 
 class PostLaunchReference(BaseModel):
@@ -105,6 +113,14 @@ def calibrate(
             break
         steps_k.append(s)
     reference = [statistics.fmean(b[s] for b in base) for s in steps_k]
+    all_notes = list(notes)
+    loss_floor, grad_floor = LOSS_BAND_FLOOR, GRAD_NORM_FLOOR
+    if not variant_runs:
+        loss_floor, grad_floor = UNMEASURED_LOSS_FLOOR, UNMEASURED_GRAD_NORM_FLOOR
+        all_notes.append(
+            f"no layout variant ran: wide floors ({loss_floor:.0%} loss, "
+            f"{grad_floor:.0%} gradient norm)"
+        )
     everyone = [*base, *(_losses(steps, k) for _, steps in variant_runs)]
     band: list[float] = []
     for i, s in enumerate(steps_k):
@@ -112,19 +128,18 @@ def calibrate(
             (abs(run[s] - reference[i]) / abs(reference[i]) for run in everyone if s in run),
             default=0.0,
         )
-        band.append(max(LOSS_BAND_FLOOR, MARGIN * worst, band[-1] if band else 0.0))
+        band.append(max(loss_floor, MARGIN * worst, band[-1] if band else 0.0))
 
-    all_notes = list(notes)
     norms = [_grad_norm_at_1(steps) for _, steps in (*baseline_runs, *variant_runs)]
     base_norms = norms[: len(baseline_runs)]
     grad_norm: float | None = None
-    tolerance = GRAD_NORM_FLOOR
+    tolerance = grad_floor
     if any(n is None or n <= 0 for n in base_norms):
         all_notes.append("no step-1 gradient norm in the baseline's logs: that check is skipped")
     else:
         grad_norm = statistics.fmean(n for n in base_norms if n is not None)
         worst = max(abs(n - grad_norm) / grad_norm for n in norms if n is not None)
-        tolerance = max(GRAD_NORM_FLOOR, MARGIN * worst)
+        tolerance = max(grad_floor, MARGIN * worst)
     return PostLaunchReference(
         step1_loss=reference[0],
         step1_grad_norm=grad_norm,

@@ -15,6 +15,8 @@ from gate.postlaunch_reference import (
     GRAD_NORM_FLOOR,
     LOSS_BAND_FLOOR,
     MARGIN,
+    UNMEASURED_GRAD_NORM_FLOOR,
+    UNMEASURED_LOSS_FLOOR,
     PostLaunchReference,
     calibrate,
 )
@@ -57,13 +59,29 @@ def scaled(losses: list[float], factor: float) -> list[float | None]:
     return [x * factor for x in losses]
 
 
+def _ref(k: int = 4) -> PostLaunchReference:
+    """Calibrated from a baseline run and a layout variant that agreed with it exactly."""
+    return calibrate([("b1", run(list(BASE)))], [("v1", run(list(BASE)))], variants=["v"], k=k)
+
+
 def test_identical_runs_calibrate_to_the_floors() -> None:
-    ref = calibrate([("b1", run(list(BASE))), ("b2", run(list(BASE)))], k=3)
+    ref = calibrate([("b1", run(list(BASE))), ("b2", run(list(BASE)))], [("v1", run(BASE))], k=3)
     assert ref.losses == BASE[:3]
     assert ref.loss_band == [LOSS_BAND_FLOOR] * 3
     assert ref.step1_grad_norm == 1.0
     assert ref.grad_norm_tolerance == GRAD_NORM_FLOOR
-    assert ref.runs == ["b1", "b2"]
+    assert ref.runs == ["b1", "b2", "v1"]
+    assert ref.notes == []
+
+
+def test_without_a_layout_variant_the_floors_are_wide() -> None:
+    """Repeats show nondeterminism, not what another layout does: 2% and 10%, said so."""
+    ref = calibrate([("b1", run(list(BASE))), ("b2", run(list(BASE)))], k=3)
+    assert ref.loss_band == [UNMEASURED_LOSS_FLOOR] * 3
+    assert ref.grad_norm_tolerance == UNMEASURED_GRAD_NORM_FLOOR
+    assert ref.notes == ["no layout variant ran: wide floors (2% loss, 10% gradient norm)"]
+    assert postlaunch.check(result(run([5.5, 5.0, 4.6 * 1.01, 4.3], norm1=1.05)), ref).passed
+    assert not postlaunch.check(result(run([5.5, 5.0, 4.6 * 1.03, 4.3])), ref).passed
 
 
 def test_the_band_is_margin_times_the_widest_variant_and_never_narrows() -> None:
@@ -80,7 +98,7 @@ def test_the_band_is_margin_times_the_widest_variant_and_never_narrows() -> None
 
 
 def test_a_changed_step1_gradient_norm_fails_alone() -> None:
-    ref = calibrate([("b1", run(list(BASE)))], k=4)
+    ref = _ref()
     report = postlaunch.check(result(run(list(BASE), norm1=0.7)), ref)
     assert not report.passed
     assert report.failed == ["step1_grad_norm"]
@@ -90,7 +108,7 @@ def test_a_changed_step1_gradient_norm_fails_alone() -> None:
 
 
 def test_a_trajectory_leaving_the_band_after_step_1_fails() -> None:
-    ref = calibrate([("b1", run(list(BASE)))], k=4)
+    ref = _ref()
     drifted = run([5.5, 5.0, 4.6 * 1.01, 4.3])  # 1% at step 3: inside 5%, outside 0.2%
     report = postlaunch.check(result(drifted), ref)
     assert report.failed == ["loss_trajectory"]
@@ -99,14 +117,14 @@ def test_a_trajectory_leaving_the_band_after_step_1_fails() -> None:
 
 
 def test_step1_loss_off_by_more_than_5_percent_is_reported_once() -> None:
-    ref = calibrate([("b1", run(list(BASE)))], k=4)
+    ref = _ref()
     report = postlaunch.check(result(run([6.0, 5.0, 4.6, 4.3])), ref)
     assert report.failed == ["step1_loss"]
     assert "trains something else" in report.reasons[0]
 
 
 def test_steps_after_k_are_not_checked() -> None:
-    ref = calibrate([("b1", run(list(BASE)))], k=2)
+    ref = _ref(k=2)
     assert postlaunch.check(result(run([5.5, 5.0, 9.9, 9.9])), ref).passed
 
 
@@ -118,14 +136,14 @@ def test_no_gradient_norm_in_the_logs_skips_that_check_with_a_note() -> None:
     assert report.passed and report.grad_norm_delta is None
     assert any("no step-1 gradient norm" in n for n in report.notes)
     # a reference with a norm, a run without one: skipped, said so
-    with_norm = calibrate([("b1", run(list(BASE)))], k=4)
+    with_norm = _ref()
     report = postlaunch.check(result(run(list(BASE), norm1=None)), with_norm)
     assert report.passed
     assert any("logged none" in n for n in report.notes)
 
 
 def test_a_skipped_step_is_left_out_of_the_band_and_noted() -> None:
-    ref = calibrate([("b1", run(list(BASE)))], k=4)
+    ref = _ref()
     report = postlaunch.check(result(run([5.5, None, 4.6, 4.3])), ref)
     assert report.passed
     assert any("not checked at steps [2]" in n for n in report.notes)

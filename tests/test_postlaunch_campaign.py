@@ -25,7 +25,7 @@ from bot.judgement import judge_finished
 from bot.layout_variants import layout_variants
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, TrialResult
-from gate.postlaunch_reference import LOSS_BAND_FLOOR
+from gate.postlaunch_reference import LOSS_BAND_FLOOR, UNMEASURED_LOSS_FLOOR
 from gate.registry import Registry, load_registry
 
 STEPS = 3
@@ -137,8 +137,10 @@ def test_a_refused_variant_is_named_and_the_repeats_still_calibrate(
         state: CampaignState = _campaign(work, ledger, registry, 1.0).state()
         ref = state.checks_reference
         assert ref is not None and ref.runs == ["baseline-1"] and ref.variants == []
-        assert len(ref.notes) == 2
-        assert all("not run: forecast" in n and "exceeds" in n for n in ref.notes), ref.notes
+        refused, wide = ref.notes[:2], ref.notes[2:]
+        assert all("not run: forecast" in n and "exceeds" in n for n in refused), ref.notes
+        assert wide == ["no layout variant ran: wide floors (2% loss, 10% gradient norm)"]
+        assert ref.loss_band == [UNMEASURED_LOSS_FLOOR] * STEPS
         assert not state.role_trials("layout_check") or all(
             t.finished is None for t in state.role_trials("layout_check")
         )
