@@ -88,15 +88,17 @@ def run_problem(request: RunRequested, finished: dict[str, Any] | None) -> str |
 def pairs_of(
     state: CampaignState, runs: list[RunRequested]
 ) -> tuple[list[tuple[float, float]], str | None]:
-    """The complete (A, B) pairs of ``runs`` (alternating A, B, ...), and the first problem."""
+    """The complete (A, B) pairs of ``runs`` (alternating A, B, ...) up to the first problem,
+    and that problem."""
     scores: list[float] = []
+    problem = None
     for request in runs:
         record = state.trials.get(request.trial)
         problem = run_problem(request, record.finished if record else None)
         if problem is not None:
-            return [], problem
+            break
         scores.append(float(ok_score(record.finished if record else None) or 0.0))
-    return list(zip(scores[0::2], scores[1::2], strict=False)), None
+    return list(zip(scores[0::2], scores[1::2], strict=False)), problem
 
 
 def paired_outcome(

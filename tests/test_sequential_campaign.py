@@ -48,8 +48,8 @@ class ScriptedBackend:
 
     name = "local"
 
-    def __init__(self, speed: Speed, kill_at: str | None = None) -> None:
-        self.speed, self.kill_at = speed, kill_at
+    def __init__(self, speed: Speed, kill_at: str | None = None, fail: str = "") -> None:
+        self.speed, self.kill_at, self.fail = speed, kill_at, fail
 
     def start(self, spec: LaunchSpec, *, workdir: Path, timeout_s: float) -> RunHandle:
         trial = workdir.name
@@ -70,13 +70,15 @@ class ScriptedBackend:
             )
             for step in range(1, 5)
         ]
+        if trial == self.fail:  # it crashes before its first step
+            lines = []
         (workdir / "stdout.log").write_text("\n".join(lines) + "\n")
         (workdir / "stderr.log").write_text("")
         return RunHandle(backend=self.name, pid=0, workdir=str(workdir), allocated_at=time.time())
 
     def wait(self, handle: RunHandle) -> RunOutcome:
         return RunOutcome(
-            returncode=0,
+            returncode=1 if Path(handle.workdir).name == self.fail else 0,
             timed_out=False,
             allocated_at=handle.allocated_at,
             released_at=handle.allocated_at + 2.0,
@@ -137,6 +139,7 @@ def campaign(
     *,
     kill_at: str = "",
     progress: KillAfterRequest | None = None,
+    fail: str = "",
 ) -> Campaign:
     ledger = Ledger(workdir / "ledger.db")
     forge = LocalForge(workdir / "forge")
@@ -151,7 +154,7 @@ def campaign(
             budget_device_seconds=params.budget_device_hours * 3600,
             steps=params.steps,
             warmup=params.warmup,
-            backend=ScriptedBackend(speed, kill_at or None),
+            backend=ScriptedBackend(speed, kill_at or None, fail),
         )
 
     return build_campaign(
@@ -392,3 +395,19 @@ def test_on_github_each_judgement_run_benchmarks_its_recipe_s_commit(
     assert pins_of(state, "confirm-c2-b1").commit == state.pinned_sha
     [opened] = of(finished, "forge_ready")
     assert pins_of(state, "confirm-c2-a1").commit == opened["base_sha"] != state.pinned_sha
+
+
+def test_a_confirmation_cut_short_keeps_the_pairs_it_measured(
+    tmp_path: Path, write_recipe: Any
+) -> None:
+    """The third baseline run of the confirmation fails: the two pairs before it stand, with
+    their interval and a note saying why there are not three."""
+    workdir = open_small(tmp_path, write_recipe)
+    table = {"baseline": 1000.0, "c1": 1300.0, "confirm-c1-a": 1000.0, "confirm-c1-b": 1300.0}
+    state = campaign(workdir, [{"micro_batch_size": (1, 2)}], speeds(table), fail="confirm-c1-a3")
+    state_after = state.run()
+    confirmed = state_after.judgement.confirmed
+    assert confirmed is not None and confirmed["pairs"] == 2
+    assert "its run confirm-c1-a3 (baseline) ended failed" in confirmed["note"]
+    assert confirmed["low"] < confirmed["speedup"] < confirmed["high"]
+    assert state_after.stopped is not None and state_after.stopped["reason"] == "exhausted"
