@@ -21,6 +21,9 @@ from gate.models import StepRecord, TrialResult
 from gate.postlaunch_reference import calibrate
 
 ROLE: Role = "layout_check"
+RESERVE_RUNS = 3
+"""Baseline-sized runs the budget must still cover after a layout variant; below that the
+variant is skipped (the reference then has the wide floors): candidates come first."""
 
 
 def calibrate_checks(campaign: CampaignCore) -> None:
@@ -54,6 +57,15 @@ def calibrate_checks(campaign: CampaignCore) -> None:
                     f"{trial} ({variant.description}) not run: the gate says {report.verdict}"
                 )
                 continue
+            left = params.budget_device_hours * 3600 - state.spent_device_seconds
+            cost = campaign.executor.forecast(effective.devices)
+            reserve = RESERVE_RUNS * campaign.executor.forecast(baseline.devices)
+            if not affordable(left, cost, reserve):
+                notes.append(
+                    f"{trial} ({variant.description}) not run: the {left:.0f} device-s left "
+                    f"are kept for candidates (it needs {cost:.0f} + {reserve:.0f} in reserve)"
+                )
+                continue
             if campaign._stop_if_requested():
                 return
             campaign.progress.update(state, "calibrate", f"{trial}: {variant.description}")
@@ -79,6 +91,12 @@ def calibrate_checks(campaign: CampaignCore) -> None:
     except ValueError:  # no calibration run logged a loss: judge_finished has only the 5% rule
         return
     campaign.ledger.append(campaign.name, "checks_calibrated", reference.model_dump())
+
+
+def affordable(left_s: float, cost_s: float, reserve_s: float) -> bool:
+    """Whether a layout variant forecast to cost ``cost_s`` leaves ``reserve_s`` of the
+    ``left_s`` device-seconds for candidates."""
+    return left_s >= cost_s + reserve_s
 
 
 def _needs_run(finished: dict[str, object] | None) -> bool:

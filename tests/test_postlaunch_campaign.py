@@ -18,7 +18,7 @@ from bot.agents.rules import RulesAgent
 from bot.campaign import Campaign
 from bot.campaign_setup import open_campaign
 from bot.campaign_state import CampaignState
-from bot.check_calibration import calibrate_checks
+from bot.check_calibration import affordable, calibrate_checks
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.judgement import judge_finished
@@ -178,3 +178,9 @@ def test_other_frameworks_get_no_variants() -> None:
         framework="megatron", framework_version="0.19", values={}, devices=8
     )
     assert layout_variants(effective, cores=64) == []
+
+
+def test_variants_leave_room_for_candidates() -> None:
+    """A variant runs only when the budget still covers it and three baseline-sized runs."""
+    assert affordable(left_s=100.0, cost_s=20.0, reserve_s=60.0)
+    assert not affordable(left_s=100.0, cost_s=50.0, reserve_s=60.0)
