@@ -260,12 +260,44 @@ CASES: list[Case] = [
         {"expert_model_parallel_size": "layout"},
         set_={"--expert-model-parallel-size": "4"},
     ),
+    # Mixtral balances experts with aux_loss (coefficient 1e-2): the loss is computed from one
+    # micro-batch's statistics, so regrouping samples into micro-batches of 2 changes it
     Case(
         "mixtral-micro-batch-2",
+        "mixtral-8x7b",
+        "reject",
+        {"micro_batch_size": "semantic"},
+        set_={"--micro-batch-size": "2"},
+        source="megatron/core/transformer/moe/router.py:419@0.19.2",
+    ),
+    # per-sequence statistics (seq_aux_loss), or no aux loss at all: the grouping is free
+    Case(
+        "mixtral-seq-aux-micro-batch-2",
         "mixtral-8x7b",
         "allow",
         {"micro_batch_size": "layout"},
         set_={"--micro-batch-size": "2"},
+        base_extra=("--moe-router-load-balancing-type", "seq_aux_loss"),
+        source="megatron/core/transformer/moe/router.py:447@0.19.2",
+    ),
+    Case(
+        "mixtral-no-aux-micro-batch-2",
+        "mixtral-8x7b",
+        "allow",
+        {"micro_batch_size": "layout"},
+        set_={"--micro-batch-size": "2"},
+        base_extra=("--moe-aux-loss-coeff", "0"),
+        source="megatron/core/transformer/moe/router.py:416@0.19.2",
+    ),
+    # global_aux_loss averages over TP x DP x CP and the micro-batches so far: DP is semantic
+    Case(
+        "mixtral-global-aux-tp2",
+        "mixtral-8x7b",
+        "reject",
+        {"data_parallel_size": "semantic", "num_microbatches": "semantic"},
+        set_={"--tensor-model-parallel-size": "2"},
+        base_extra=("--moe-router-load-balancing-type", "global_aux_loss"),
+        source="megatron/core/transformer/moe/router.py:517@0.19.2",
     ),
     Case(
         "allgather-dispatcher",
