@@ -150,6 +150,8 @@ def _trajectory(
     worst, first_out = 0.0, None
     for s in checked:
         base, band = reference.losses[s - 1], reference.loss_band[s - 1]
+        if base == 0:  # no relative scale to judge by
+            continue
         delta = abs(logged[s] - base) / abs(base)
         worst = max(worst, delta / band)
         if delta > band and first_out is None:

@@ -125,7 +125,7 @@ def calibrate(
     band: list[float] = []
     for i, s in enumerate(steps_k):
         worst = max(
-            (abs(run[s] - reference[i]) / abs(reference[i]) for run in everyone if s in run),
+            (abs(run[s] - reference[i]) / abs(reference[i] or 1.0) for run in everyone if s in run),
             default=0.0,
         )
         band.append(max(loss_floor, MARGIN * worst, band[-1] if band else 0.0))
