@@ -32,7 +32,7 @@ parameter, so reduction-order noise is larger than the loss's."""
 UNMEASURED_LOSS_FLOOR = 0.02
 """The loss floor when no layout variant ran (a framework without variants, a budget that
 refused them): the baseline's repeats show its nondeterminism, not what a new parallel layout
-in bf16 does to the first steps, so the floor is wide. Not measured here (no GPU): set above
+in bf16 does to the first steps, so the floor is wide. Not measured (CPU-only tests): set above
 the layout differences a bf16 run is expected to show and below what the injected bugs do when
 fine-tuning, except the optimizer's (``docs/postlaunch-checks.md``)."""
 UNMEASURED_GRAD_NORM_FLOOR = 0.10
