@@ -22,6 +22,7 @@ from bot.report_model import (
 )
 from bot.report_plot import render_plot as render_plot  # re-exported: part of this API
 from gate.ledger import LedgerEvent
+from gate.postlaunch_reference import summary
 
 _PROFILE_PARTS = ("compute", "communication", "memory_copy", "cpu", "idle")
 
@@ -45,6 +46,7 @@ def report_of(state: CampaignState) -> CampaignReport:
         recipe_path=params.recipe_path if params else None,
         budget_device_hours=params.budget_device_hours if params else None,
         noise=state.noise,
+        checks=state.checks_reference,
         order=list(state.trials),
         speedup=state.speedup,
         device_seconds=state.spent_device_seconds,
@@ -196,6 +198,7 @@ def render_markdown(report: CampaignReport) -> str:
             f"- cv: {n.cv:.2%}",
             f"- threshold = max(3%, 3 x cv) = {n.threshold:.2%}",
         ]
+    out += summary(r.checks)
     out += r.judgement
     if r.harness:
         out += ["", "## Benchmark harness", "", harness_note(r.harness, r.overridden)]

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from gate.models import NoiseModel
+from gate.postlaunch_reference import PostLaunchReference
 from gate.sequential import Interval
 
 NO_CHANGE = "no change merged"
@@ -91,6 +92,8 @@ class CampaignReport(BaseModel):
     baseline: str | None = None
     recipe_path: str | None = None
     noise: NoiseModel | None = None
+    checks: PostLaunchReference | None = None
+    """The post-launch checks' reference (``checks_calibrated``); None before it."""
     candidates: list[CandidateRow] = Field(default_factory=list)
     runs: list[RunRow] = Field(default_factory=list)
     order: list[str] = Field(default_factory=list)

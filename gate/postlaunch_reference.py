@@ -150,3 +150,23 @@ def calibrate(
         variants=list(variants),
         notes=all_notes,
     )
+
+
+def summary(reference: PostLaunchReference | None) -> list[str]:
+    """The report's "Post-launch checks" section (Markdown lines); none before calibration."""
+    if reference is None:
+        return []
+    band = reference.loss_band
+    lines = ["", "## Post-launch checks", ""]
+    lines.append(f"- calibrated from: {', '.join(reference.runs) or '-'}")
+    lines += [f"- layout variant: {v}" for v in reference.variants]
+    lines.append(f"- step-1 loss: {reference.step1_loss:.6g} (within 5%)")
+    if reference.step1_grad_norm is not None:
+        lines.append(
+            f"- step-1 gradient norm: {reference.step1_grad_norm:.6g} "
+            f"(within {reference.grad_norm_tolerance:.2%})"
+        )
+    if band:
+        lines.append(f"- losses of steps 1..{reference.k} within {band[0]:.2%} .. {band[-1]:.2%}")
+    lines += [f"- note: {n}" for n in reference.notes]
+    return lines

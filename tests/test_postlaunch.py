@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.campaign_state import fold
+from bot.report import render_markdown, report_of
 from gate import postlaunch
 from gate.ledger import Ledger
 from gate.models import StepRecord, TrialResult
@@ -172,3 +173,17 @@ def test_the_reference_survives_the_ledger(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         state = fold("c", ledger.events("c"))
     assert state.checks_reference == ref
+
+
+def test_the_report_shows_how_the_checks_were_calibrated(tmp_path: Path) -> None:
+    ref = calibrate([("b1", run(list(BASE)))], [("v1", run(list(BASE)))], variants=["v"], k=4)
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        ledger.append("c", "campaign_opened", payload("campaign_opened"))
+        before = render_markdown(report_of(fold("c", ledger.events("c"))))
+        ledger.append("c", "checks_calibrated", ref.model_dump())
+        after = render_markdown(report_of(fold("c", ledger.events("c"))))
+    assert "Post-launch checks" not in before
+    section = after[after.index("## Post-launch checks") :]
+    assert "- calibrated from: b1, v1\n- layout variant: v\n" in section
+    assert "- step-1 gradient norm: 1 (within 2.00%)" in section
+    assert "- losses of steps 1..4 within 0.20% .. 0.20%" in section
