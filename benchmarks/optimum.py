@@ -5,8 +5,9 @@
 
 Every layout of the space (``bot/agents/layout_space.py``: threads x ranks within the cores,
 micro-batch sizes, recompute, attention, compile, optimizer implementation) is benchmarked
-with the real harness (``runners.bench.run_bench``), in a seeded shuffled order so that a
-drift of the machine's load does not line up with the levers. Then the top layouts (and the
+with the real harness (``runners.bench.run_bench``), ``--passes`` times, each pass in its own
+seeded shuffled order so that a drift of the machine's load does not line up with the levers;
+a layout's score is its fastest run. Then the top layouts (and the
 baseline's) are run again, ``--repeats`` runs each: their spread is the table's noise and their
 median its optimum. torch.compile costs ~40 s a run on 2 cores, so by default
 (``--compile top``) compile=true is measured once on the ``--compile-top`` leaders and the
@@ -129,6 +130,7 @@ def sweep(
     repeats: int = 3,
     compile_top: int = 2,
     compile_all: bool = False,
+    passes: int = 1,
     root: Path | None = None,
     run: Runner | None = None,
     say: Callable[[str], None] = print,
@@ -140,8 +142,9 @@ def sweep(
     runner = run or (lambda layout: run_layout(base, layout, steps=steps, warmup=warmup))
     space = embedded_layouts(values, cores)
     first = [lay for lay in space if compile_all or not lay["compile"]]
-    random.Random(0).shuffle(first)
-    measure(table, first, 1, runner, root, say)
+    for k in range(passes):  # whole passes, each in its own order: load drifts hit them apart
+        random.Random(k).shuffle(first)
+        measure(table, first, k + 1, runner, root, say)
     leaders = [m.layout for m in table.ranked()[:top]]
     again = [*leaders, table.baseline] if table.baseline not in leaders else leaders
     measure(table, again, repeats, runner, root, say)
@@ -182,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile", choices=["top", "all"], default="top")
     p.add_argument("--compile-top", type=int, default=2, help="leaders measured compiled")
     p.add_argument("--cores", type=int, default=None, help="default: this machine's")
+    p.add_argument("--passes", type=int, default=1, help="runs of every layout (default 1)")
     args = p.parse_args(argv)
     base = load_recipe(args.recipe)
     table = sweep(
@@ -192,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         top=args.top,
         repeats=args.repeats,
         compile_top=args.compile_top,
+        passes=args.passes,
         compile_all=args.compile == "all",
         say=lambda line: print(line, flush=True),
     )

@@ -101,6 +101,7 @@ def run_one(
     budget_h: float,
     max_trials: int,
     live: bool,
+    noise_cv: float | None = None,
 ) -> CampaignResult:
     """One campaign of ``agent`` in ``workdir``; its result from its own ledger."""
     base = load_recipe(recipe_path)
@@ -136,7 +137,7 @@ def run_one(
                 if live
                 else TableExecutor(
                     table=tab,
-                    noise_cv=tab.noise_cv(),
+                    noise_cv=tab.noise_cv() if noise_cv is None else noise_cv,
                     seed=f"campaign-{seed}",  # common draws: agents differ by choices
                     live=lambda layout, profile: optimum.run_layout(
                         base, layout, steps=steps, warmup=warmup, profile=profile
@@ -176,6 +177,7 @@ def bench(
     recipe_path: Path,
     out: Path,
     live: bool = False,
+    noise_cv: float | None = None,
     say: Any = print,
 ) -> dict[str, list[CampaignResult]]:
     results: dict[str, list[CampaignResult]] = {a: [] for a in agents}
@@ -191,6 +193,7 @@ def bench(
                 budget_h=budget_h,
                 max_trials=max_trials,
                 live=live,
+                noise_cv=noise_cv,
             )
             results[agent].append(result)
             say(
@@ -225,6 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="1 campaign each, 3 candidates at most")
     p.add_argument("--live", action="store_true", help="run every trial for real")
     p.add_argument("--table", type=Path, help="a table JSON instead of this machine's cache")
+    p.add_argument(
+        "--noise-cv",
+        type=float,
+        default=None,
+        help="replayed run-to-run noise (default: the table's measured noise)",
+    )
     p.add_argument("--cores", type=int, default=None, help="cores a trial may use (default: all)")
     p.add_argument("--recipe", type=Path, default=optimum.RECIPE)
     p.add_argument("--out", type=Path, default=None, help="default: runs/tuner-bench-<time>")
@@ -254,9 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         recipe_path=args.recipe,
         out=out,
         live=args.live,
+        noise_cv=args.noise_cv,
     )
     text = report(results, tab, args.budget)
     mode = "live runs" if args.live else "runs replayed from the measured table"
+    if not args.live and args.noise_cv is not None:
+        mode += f" with an assumed noise cv of {args.noise_cv:.1%}"
     text += f"\n{mode}; {machine_line(tab)}"
     print(text)
     out.mkdir(parents=True, exist_ok=True)

@@ -130,14 +130,14 @@ def test_table_optimum_noise_and_compile_estimate() -> None:
     best = tab.best()
     assert best.layout["micro_batch_size"] == 2 and best.layout["optimizer_impl"] == "fused"
     assert not best.layout["activation_checkpointing"] and best.layout["attention"] == "sdpa"
-    assert tab.baseline_score() == pytest.approx(1000 * 0.8)
+    assert tab.baseline_score() == pytest.approx(1000 * 0.8 * 1.01)  # its fastest run
     assert tab.noise_cv() == pytest.approx(0.01, rel=0.01)  # three runs of 0.99, 1.0, 1.01
     score_ratio, cost_ratio = tab.compile_factor() or (0.0, 0.0)
-    assert score_ratio == pytest.approx(0.98) and cost_ratio == 1.0
+    assert score_ratio == pytest.approx(0.98 / 1.01) and cost_ratio == 1.0
     unmeasured = {**best.layout, "compile": True}
     found = tab.lookup(unmeasured)
     assert found is not None and found[1] is True
-    assert found[0].score == pytest.approx((best.score or 0) * 0.98)
+    assert found[0].score == pytest.approx((best.score or 0) * 0.98 / 1.01)
     assert tab.lookup(best.layout) == (best, False)
 
 
