@@ -27,7 +27,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,10 @@ LEVERS: dict[str, Any] = {
 }
 MAX_TRIALS = 2
 TUNE_ARGS = ["--budget", "1", "--steps", "4", "--warmup", "1", "--max-trials", str(MAX_TRIALS)]
-CAMPAIGN_TIMEOUT_S = 300.0
+CAMPAIGN_TIMEOUT_S = 600.0
+"""A/B re-measurement and the final confirmation add runs to a campaign on a busy machine."""
+EXTRA = "<a judgement run>"
+"""Scenario trial: the first A/B, recalibration or confirmation run (``run_requested``)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class Scenario:
     """The trial is running when the bot dies: the resume must reconcile it."""
     wait_for_exit: bool
     """Resume only after the orphaned supervisor wrote exit.json."""
+    optional: bool = False
+    """The phase may not come (scores decide whether a campaign makes judgement runs)."""
 
 
 SCENARIOS = {
@@ -74,10 +79,13 @@ SCENARIOS = {
     "trial": Scenario(("trial_launched",), "c1", in_flight=True, wait_for_exit=True),
     "judged": Scenario(("trial_judged",), "c1", in_flight=False, wait_for_exit=False),
     "settled": Scenario(("pr_merged", "pr_closed"), "c1", in_flight=False, wait_for_exit=False),
+    "extra": Scenario(
+        ("trial_launched",), EXTRA, in_flight=True, wait_for_exit=False, optional=True
+    ),
 }
 CHAINS = {
     "calibration-then-trial": ("calibration", "trial"),
-    "judged-then-settled": ("judged", "settled"),
+    "judged-then-settled": ("judged", "settled", "extra"),
 }
 """One campaign per chain: killed at each phase in turn, the last resume runs to the end."""
 
@@ -162,7 +170,11 @@ def _resume(workdir: Path, log: Path) -> int:
 
 
 def _kill_at(
-    command: list[str], workdir: Path, log: Path, trigger: Callable[[LedgerEvent], bool]
+    command: list[str],
+    workdir: Path,
+    log: Path,
+    trigger: Callable[[LedgerEvent], bool],
+    optional: bool = False,
 ) -> tuple[int, list[LedgerEvent]]:
     """Start the bot (``attune tune`` or ``--resume``), SIGKILL it as soon as an event written
     after its start matches ``trigger``."""
@@ -186,6 +198,8 @@ def _kill_at(
             if ledger is not None and any(trigger(e) for e in ledger.events()[already:]):
                 os.kill(bot.pid, signal.SIGKILL)
                 break
+            if optional and bot.poll() is not None and ledger is not None:
+                return bot.returncode, ledger.events()  # it ended: the phase never came
             assert bot.poll() is None, f"the bot ended before the trigger:\n{log.read_text()}"
             assert time.monotonic() < deadline, "the trigger event never came"
             time.sleep(0.002)
@@ -228,14 +242,24 @@ def recipe(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any) -> Path:
     return path
 
 
-def _kill_once(name: str, command: list[str], workdir: Path, log: Path) -> Kill:
-    """Kill the bot ``command`` starts at the phase ``name``; wait as the scenario says."""
+def _kill_once(name: str, command: list[str], workdir: Path, log: Path) -> Kill | None:
+    """Kill the bot ``command`` starts at the phase ``name``; wait as the scenario says. None:
+    an optional phase never came and the bot ended."""
     scenario = SCENARIOS[name]
+    requested: set[str] = set()
 
     def trigger(e: LedgerEvent) -> bool:
+        if e.kind == "run_requested":
+            requested.add(e.payload["trial"])
+        if scenario.trial == EXTRA:
+            return e.kind in scenario.kinds and e.payload.get("trial") in requested
         return e.kind in scenario.kinds and e.payload.get("trial") == scenario.trial
 
-    killed_rc, at_kill = _kill_at(command, workdir, log, trigger)
+    killed_rc, at_kill = _kill_at(command, workdir, log, trigger, scenario.optional)
+    if killed_rc != -signal.SIGKILL and scenario.optional:
+        return None
+    hit = [e for e in at_kill if trigger(e)]
+    scenario = replace(scenario, trial=str(hit[-1].payload["trial"]))
     launched = _of(at_kill, "trial_launched", scenario.trial)
     supervisor_alive = exit_at_kill = False
     if launched:
@@ -255,11 +279,15 @@ def killed(
     base = tmp_path_factory.mktemp(f"killed-{name}")
     workdir, log = base / "campaign", base / "bot.log"
     command = _attune("tune", str(recipe), "--workdir", str(workdir), *TUNE_ARGS)
-    kills = []
+    kills, resumed_rc = [], None
     for phase in CHAINS[name]:
-        kills.append(_kill_once(phase, command, workdir, log))
+        kill = _kill_once(phase, command, workdir, log)
+        if kill is None:  # an optional phase never came: the campaign ran to its end
+            resumed_rc = 0
+            break
+        kills.append(kill)
         command = _attune("tune", "--resume", str(workdir))
-    resumed_rc = _resume(workdir, log)
+    resumed_rc = _resume(workdir, log) if resumed_rc is None else resumed_rc
     events, verify_ok = _read(workdir)
     yield Killed(
         name=name,
@@ -406,7 +434,7 @@ def test_forge_holds_no_duplicate(killed: Killed) -> None:
     tuned = _payloads(events, "forge_ready")
     assert len(tuned) == 1
     with LocalForge(killed.workdir / "forge", create=False) as forge:
-        pulls = forge.pulls()
+        pulls = [pr for pr in forge.pulls() if "attune:lessons" not in pr.labels]
         heads = Counter(pr.head for pr in pulls)
         assert set(heads.values()) == {1}, f"a branch has two pull requests: {heads}"
         assert len(pulls) == 1 + len(opened)
@@ -452,7 +480,11 @@ def test_resumed_totals_match_an_uninterrupted_campaign(
         assert set(finished) == set(_roles(events))
     assert not any(p["reconciled"] for p in _payloads(ref, "trial_finished"))
     ref_roles, got_roles = Counter(_roles(ref).values()), Counter(_roles(got).values())
-    assert set(ref_roles) == set(got_roles) == {"calibration", "profile", "candidate"}
+    # the judgement's runs depend on the scores: A/B re-measurement, recalibration, confirmation
+    allowed = {"calibration", "profile", "candidate", "layout_check"}
+    allowed |= {"remeasure", "recalibration", "confirmation"}
+    for roles in (set(ref_roles), set(got_roles)):
+        assert {"calibration", "profile", "candidate"} <= roles <= allowed
     assert ref_roles["calibration"] == got_roles["calibration"] == 5
     assert ref_roles["candidate"] == got_roles["candidate"] == MAX_TRIALS
     assert [p["reason"] for p in _payloads(ref, "campaign_stopped")] == [
@@ -460,3 +492,23 @@ def test_resumed_totals_match_an_uninterrupted_campaign(
     ]
     judged = {p["trial"] for p in _payloads(got, "trial_judged")}
     assert judged == {p["trial"] for p in _payloads(got, "candidate_proposed")}
+
+
+def test_a_judgement_run_killed_in_flight_is_reconciled(killed: Killed) -> None:
+    """The A/B, recalibration or confirmation run the bot died during was waited for, charged
+    once, and its phase carried on to its decision."""
+    if "extra" not in CHAINS[killed.name]:
+        pytest.skip(f"{killed.name} is not killed in a judgement run")
+    extra = [k for k in killed.kills if k.name == "extra"]
+    if not extra:
+        pytest.skip("this campaign made no A/B, recalibration or confirmation run")
+    trial = extra[0].scenario.trial
+    [request] = [p for p in _payloads(killed.events, "run_requested") if p["trial"] == trial]
+    [finished] = [p for p in _payloads(killed.events, "trial_finished") if p["trial"] == trial]
+    assert finished["reconciled"] and _roles(killed.events)[trial] == request["phase"]
+    if request["phase"] == "remeasure":
+        assert _of(killed.events, "trial_judged", request["of"])
+    elif request["phase"] == "confirmation":
+        assert _payloads(killed.events, "confirmation_finished")
+    else:
+        assert _payloads(killed.events, "noise_recalibrated")
