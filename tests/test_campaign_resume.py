@@ -1,4 +1,4 @@
-"""`attune tune --resume DIR` after the bot was killed with SIGKILL, at four phases.
+"""`attune tune --resume DIR` after the bot was killed with SIGKILL, at five phases.
 
 Real processes throughout: the bot runs as `python -m bot.cli tune ...`, the test polls its
 ledger read-only until a trigger event appears, kills the bot with SIGKILL (the launches run
@@ -6,14 +6,17 @@ under supervisors in sessions of their own and outlive it), then runs `tune --re
 Nothing may be lost, nothing charged twice, and a trial that was running is reconciled and
 charged from its real allocation to its real release.
 
-Two campaigns, each killed twice (the resumed bot is killed again at the second phase):
+Two campaigns, killed at each phase of their chain in turn (each resumed bot is killed again):
 
 - calibration: killed right after ``trial_launched`` of ``baseline-2``; resumed at once, while
   its supervisor still runs; then
   trial: killed right after ``trial_launched`` of candidate ``c1``; resumed only once its
   supervisor has written ``exit.json`` (the run finished while no bot was alive).
 - judged: killed right after ``trial_judged`` of ``c1``, before its pull request was settled;
-  then settled: killed right after ``pr_merged``/``pr_closed`` of ``c1``, before the next trial.
+  then settled: killed right after ``pr_merged``/``pr_closed`` of ``c1``, before the next trial;
+  then extra: killed right after ``trial_launched`` of the first judgement run (an A/B run, a
+  recalibration run or a confirmation run, ``docs/judgement.md``), resumed while it runs; the
+  scores decide whether a campaign makes one, and the test says so when it did not.
 """
 
 from __future__ import annotations
