@@ -10,6 +10,7 @@ widen, and ``status: proposed``: only a reviewer makes it ``accepted``.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -49,11 +50,19 @@ def _outcome(record: TrialRecord) -> tuple[Effect, float | None, float] | None:
     if gain is None:
         return None
     pct = round(100 * float(gain), 2)
-    if judged.get("decision") == "merge":
+    if judged.get("decision") == "merge" and pct > 0:
         return "faster", pct, threshold
     if pct <= -threshold:
         return "slower", pct, threshold
     return None
+
+
+def _size_claim(threshold: float, pct: float | None) -> float:
+    """The claim's size: the noise threshold the trial was judged against, or the measured
+    change where that is smaller (a merge decided by re-measurement, ``docs/judgement.md``)."""
+    if pct is None:
+        return 0.0
+    return math.floor(10 * min(threshold, abs(pct))) / 10
 
 
 def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Lesson]:
@@ -83,9 +92,10 @@ def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Les
             status = (record.finished or {}).get("status")
             claim = f"{_moves(changes)} makes the run fail ({status}) on {where}"
         else:
+            reason = (record.judged or {}).get("reason") or ""
             claim = (
                 f"{_moves(changes)} makes tokens/s/device {effect} on {where}: {pct:+.1f}% "
-                f"against the incumbent, beyond the {threshold:.1f}% noise threshold"
+                f"against the incumbent in {record.trial} ({reason})"
             )
         out.append(
             Lesson(
@@ -94,7 +104,7 @@ def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Les
                 claim=claim,
                 levers={k: direction(old, new) for k, (old, new) in changes.items()},
                 effect=effect,
-                min_gain_pct=round(threshold, 1) if effect != "fails" else 0.0,
+                min_gain_pct=_size_claim(threshold, pct),
                 bottleneck=proposal.get("bottleneck"),
                 scope=scope,
                 evidence=[

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.campaign_state import CampaignState, TrialRecord
 from bot.lessons import (
     BANK_DIR,
     CampaignFacts,
@@ -19,6 +20,8 @@ from bot.lessons import (
     parse_lessons,
     scope_mismatch,
 )
+from bot.lessons_audit import check_claim
+from bot.lessons_mining import lesson_file, propose
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 
@@ -169,3 +172,34 @@ def test_campaign_facts_per_framework() -> None:
     assert campaign_facts(small, {}).hardware == "cpu"
     assert campaign_facts(small, {}).model_params == 4 * (4 * 256**2 + 2 * 256 * 1024) + 256**2
     assert campaign_facts(effective("torchtitan", {}), {}).model_params is None
+
+
+def test_mined_lessons_claim_only_what_their_trial_measured() -> None:
+    def trial(name: str, changes: dict[str, Any], status: str, **judged: Any) -> TrialRecord:
+        proposal = {"changes": changes, "bottleneck": "compute"}
+        finished = {"status": status}
+        return TrialRecord(
+            trial=name, role="candidate", proposal=proposal, finished=finished, judged=judged
+        )
+
+    ab = "re-measured A/B: +18% beats 9%"  # a merge decided by re-measurement
+    records = [
+        trial("c1", {"compile": [False, True]}, "ok", decision="merge", gain=0.2, threshold=0.5,
+              reason=ab),
+        trial("c2", {"attention": ["sdpa", "math"]}, "ok", decision="close", gain=-0.6,
+              threshold=0.5),
+        trial("c3", {"micro_batch_size": [8, 16]}, "oom", decision="close", threshold=0.5),
+        trial("c4", {"threads": [1, 2]}, "ok", decision="close", gain=0.01, threshold=0.5),
+    ]  # fmt: skip
+    state = CampaignState(campaign="Run 7", trials={r.trial: r for r in records})
+    lessons = propose(state, facts(), "l.db")
+    assert [(x.id, x.effect, x.min_gain_pct, x.levers) for x in lessons] == [
+        ("run-7-c1", "faster", 20.0, {"compile": "=true"}),
+        ("run-7-c2", "slower", 50.0, {"attention": "=math"}),
+        ("run-7-c3", "fails", 0.0, {"micro_batch_size": "up"}),
+    ]  # c4 is within the noise: nothing learnt
+    assert all(x.status == "proposed" for x in lessons)
+    assert ab in lessons[0].claim
+    for x in lessons:  # each is consistent with its own evidence
+        assert check_claim(x, [e.delta_pct for e in x.evidence if e.delta_pct is not None]) == []
+    assert parse_lessons(lesson_file(lessons), "proposed.yaml") == lessons
