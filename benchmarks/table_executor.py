@@ -5,7 +5,7 @@ machine running each of their trials live would take hours and measure mostly th
 users. So the campaigns run through everything real (ledger, local forge, pre-launch gate,
 budget and failed-rerun checks, noise calibration, post-launch gate, judgement, agents) and
 only the benchmark run itself is replayed: a layout's score is its median measured score
-times a seeded draw of the measured run-to-run noise, and its charge is its measured
+times a seeded log-normal draw of the measured run-to-run noise, and its charge is its measured
 device-seconds, on a simulated clock. A layout the table lacks (a profile run the sweep never
 did, a layout outside the swept space) is measured live, once, and added to the table.
 
@@ -14,6 +14,7 @@ did, a layout outside the swept space) is measured live, once, and added to the 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from typing import Any, cast
@@ -120,7 +121,7 @@ class TableExecutor(LocalExecutor):
         draw = random.Random(f"{self.seed}:{trial}").gauss(0.0, 1.0)
         seconds = (entry.profile_seconds or entry.seconds) if profile else entry.seconds
         start, self.clock = self.clock, self.clock + seconds / launch.devices
-        score = entry.score * (1.0 + self.noise_cv * draw) if entry.score else None
+        score = entry.score * noise_factor(self.noise_cv, draw) if entry.score else None
         steps = retimed(self.reference_steps(), score, launch) if score else []
         result = TrialResult(
             recipe=launch.recipe,
@@ -157,3 +158,10 @@ def score_of(steps: list[StepRecord], launch: Launch) -> float | None:
         return tokens_per_second_per_device(steps, warmup=launch.warmup, devices=launch.devices)
     except ValueError:
         return None
+
+
+def noise_factor(cv: float, z: float) -> float:
+    """A log-normal factor of mean 1 and coefficient of variation ``cv`` for the standard
+    normal draw ``z``: always positive, however large the noise."""
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return math.exp(sigma * z - sigma * sigma / 2)
