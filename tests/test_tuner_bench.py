@@ -5,6 +5,8 @@ DOUBLE: ``invented_table``; every campaign step but the run itself is real)."""
 
 from __future__ import annotations
 
+import random
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import yaml
 
 from benchmarks import optimum, tuner
 from benchmarks.optimum_table import Machine, Measurement, OptimumTable, load, save
+from benchmarks.table_executor import noise_factor
 from benchmarks.tuner_metrics import (
     CampaignResult,
     agent_row,
@@ -177,6 +180,10 @@ def test_sweep_measures_everything_once_and_resumes(tmp_path: Path) -> None:
     optimum.sweep(base, cores=1, top=2, repeats=3, compile_top=1, root=tmp_path, run=runner,
                   say=lambda _: None)  # fmt: skip
     assert ran == []  # cached: nothing measured again
+    optimum.sweep(base, cores=1, top=2, repeats=3, compile_top=1, root=tmp_path, run=runner,
+                  say=lambda _: None, passes=2)  # fmt: skip
+    assert len(ran) == 24 - 3  # a second pass: every layout not yet run twice, once more
+    assert len(set(ran)) == len(ran)
 
 
 # --- end to end, tiny ---
@@ -222,3 +229,12 @@ def test_tuner_quick_run_prints_the_table_and_writes_the_plot(
     assert [s.loss for s in result.steps] == [s.loss for s in STEPS]
     assert result.score == pytest.approx(800.0, rel=0.05)  # the table's 800, cv 1%
     assert result.device_seconds == pytest.approx(10.0)
+
+
+def test_replayed_noise_is_positive_with_the_asked_spread() -> None:
+    draws = [random.Random(i).gauss(0.0, 1.0) for i in range(4000)]
+    for cv in (0.03, 0.6):
+        factors = [noise_factor(cv, z) for z in draws]
+        assert min(factors) > 0
+        assert statistics.fmean(factors) == pytest.approx(1.0, abs=0.05)
+        assert statistics.stdev(factors) == pytest.approx(cv, rel=0.15)
