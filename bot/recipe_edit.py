@@ -116,7 +116,8 @@ def set_section_keys(text: str, changes: dict[str, Any], *, section: str = "conf
         for i in range(start + 1, len(lines)):
             line = lines[i]
             if line and not line[0].isspace():
-                break  # left the section
+                lines.insert(start + 1, f"  {key}: {_scalar(value)}")
+                break  # left the section without finding the key: added at its top
             match = pattern.match(line)
             if match:
                 indent, space, old, comment = match.groups()

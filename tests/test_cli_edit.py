@@ -146,3 +146,13 @@ def test_a_torchtitan_candidate_resolves_to_the_change() -> None:
     values = get_adapter("torchtitan").resolve(parse_recipe(out, path="candidate.yaml")).values
     assert {k: values[k] for k in changes} == changes
     assert values["parallelism.data_parallel_shard_degree"] == 4  # FSDP takes the other ranks
+
+
+def test_a_config_key_not_written_is_added_even_when_another_section_follows() -> None:
+    from bot.recipe_edit import set_section_keys
+
+    text = "framework: embedded\nconfig:\n  threads: 1\nenv:\n  OMP_PROC_BIND: 'true'\n"
+    edited = set_section_keys(text, {"compile": True, "threads": 2})
+    parsed = yaml.safe_load(edited)
+    assert parsed["config"] == {"threads": 2, "compile": True}
+    assert parsed["env"] == {"OMP_PROC_BIND": "true"}

@@ -21,15 +21,19 @@ Verb = Literal["tune", "status", "stop", "resume", "help"]
 WRITE_VERBS: frozenset[str] = frozenset({"tune", "stop", "resume"})
 """Verbs that start or stop work: write, maintain or admin permission only."""
 
-USAGE = """\
-`/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules] [lessons=off]`: tune this PR's recipe
+TUNE_FORM = (
+    "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules|claude|random|tpe] [lessons=off]"
+)
+
+USAGE = f"""\
+`{TUNE_FORM}`: tune this PR's recipe
 `/attune status`: where the campaign on this pull request stands
 `/attune stop`: stop the campaign after the current trial
 `/attune resume`: continue a stopped or interrupted campaign
 `/attune help`: this message"""
 
 FORMS = {
-    "tune": "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules] [lessons=off]",
+    "tune": TUNE_FORM,
     "status": "/attune status",
     "stop": "/attune stop",
     "resume": "/attune resume",

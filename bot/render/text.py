@@ -187,7 +187,9 @@ def candidate_body(
         mechanism=proposal["mechanism"],
         expected_gain_pct=proposal["expected_gain_pct"],
         lever=", ".join(f"`{k}`" for k in proposal["lever"]),
-        coupled=" (one coupled parallel split)" if proposal["coupled"] else "",
+        coupled=" (coupled: they change together as one declared move)"
+        if proposal["coupled"]
+        else "",
         sources=", ".join(f"`{s}`" for s in proposal["sources"]),
         lessons=_lessons_used(proposal.get("lessons_used") or []),
         rows=rows,
