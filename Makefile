@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test lint bench bench-webhook bench-gate bench-memory bench-slurm clean
+.PHONY: setup demo test lint bench bench-webhook bench-gate bench-memory bench-slurm bench-tuner \
+	bench-false-promotion clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +64,18 @@ bench-memory: setup
 # missing): submit-to-start and end-to-record latency per trial (target under 3 s overhead)
 bench-slurm: setup
 	$(BIN)/python benchmarks/slurm_latency.py
+
+# rules vs random search vs Optuna TPE at equal budget, against the exhaustive optimum of the
+# embedded layout space (measured once per machine, cached by its fingerprint; --cores 1 keeps the
+# first sweep short on 2 cores): a table of speedups and device-hours, and a plot
+bench-tuner: setup
+	$(BIN)/python -m benchmarks.tuner --cores 1 --campaigns 3 --budget 0.1
+
+# how often the judgement promotes an identical recipe (A/A): 20,000 simulated comparisons, then
+# 20 real ones launched like campaign trials (target under 1%)
+bench-false-promotion: setup
+	$(BIN)/python benchmarks/false_promotion.py simulate
+	$(BIN)/python benchmarks/false_promotion.py real --tiny --comparisons 20 --steps 8 --warmup 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs
