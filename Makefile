@@ -40,7 +40,7 @@ lint: setup
 
 # pytest exits 5 when it collects no tests: that is not a failure of the suite
 test: lint
-	$(BIN)/python -m pytest -q --durations=10; rc=$$?; \
+	$(BIN)/python -m pytest -q --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 bench: setup bench-memory bench-slurm

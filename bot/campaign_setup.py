@@ -20,6 +20,7 @@ from bot.campaign_core import Progress
 from bot.campaign_state import CampaignParams, fold
 from bot.interfaces import Agent, Executor, Forge
 from bot.lessons_campaign import lessons_for
+from gate import sequential
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import parse_recipe
@@ -90,6 +91,17 @@ ExecutorFactory = Callable[[Registry, CampaignParams], Executor]
 """(the registry of the recipe's framework, the campaign's parameters) -> its executor."""
 
 
+def check_pairs(max_pairs: int, confirm_pairs: int) -> None:
+    """The judgement's caps: A/B off (0) or at least the paired test's smallest sample."""
+    if max_pairs != 0 and max_pairs < sequential.MIN_PAIRS:
+        raise AttuneError(
+            f"--max-pairs must be 0 (no A/B re-measurement) or at least {sequential.MIN_PAIRS}"
+            f" (the paired test's smallest sample), got {max_pairs}"
+        )
+    if confirm_pairs < 0:
+        raise AttuneError(f"--confirm-pairs must be 0 or more, got {confirm_pairs}")
+
+
 def open_campaign(
     ledger: Ledger,
     name: str,
@@ -105,6 +117,8 @@ def open_campaign(
     origin: dict[str, Any] | None = None,
     backend: str | None = None,
     lessons: bool = True,
+    max_pairs: int = sequential.MAX_PAIRS,
+    confirm_pairs: int = sequential.CONFIRM_PAIRS,
 ) -> CampaignParams:
     """Validate a request and write ``campaign_opened``; bad input raises AttuneError and
     writes nothing. ``origin`` holds GitHub mode's fields (repo, pr, head_sha, by, ...)."""
@@ -115,6 +129,7 @@ def open_campaign(
         raise AttuneError(problem)
     if steps < 2 or not 0 <= warmup < steps:
         raise AttuneError(f"need 0 <= warmup < steps and steps >= 2, got {warmup} and {steps}")
+    check_pairs(max_pairs, confirm_pairs)
     if ledger.events(name):
         raise AttuneError(f"campaign {name} exists already; resume it instead")
     recipe = parse_recipe(recipe_text, path=recipe_path)
@@ -132,6 +147,8 @@ def open_campaign(
         max_trials=max_trials,
         backend=backend,
         lessons=lessons,
+        max_pairs=max_pairs,
+        confirm_pairs=confirm_pairs,
         **(origin or {}),
     )
     ledger.append(name, "campaign_opened", params.model_dump(exclude_none=True))

@@ -53,6 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--max-trials", type=int, default=20, help="candidates at most")
     tune.add_argument("--calibration-runs", type=int, default=5, help="baseline runs (>= 5)")
     tune.add_argument(
+        "--max-pairs",
+        type=int,
+        help="A/B re-measurement: pairs at most per candidate (default 6; 0: off, a first run "
+        "within the one-run bar closes)",
+    )
+    tune.add_argument(
+        "--confirm-pairs",
+        type=int,
+        help="pairs of the winner's final confirmation against the baseline (default 3; 0: none)",
+    )
+    tune.add_argument(
         "--no-lessons",
         action="store_true",
         help="the agent does not read the experience bank (registry/lessons/), for ablation",
@@ -176,6 +187,7 @@ def dispatch(args: argparse.Namespace) -> int:
             calibration_runs=args.calibration_runs,
             backend=args.backend,
             lessons=not args.no_lessons,
+            pairs=(args.max_pairs, args.confirm_pairs),
         )
     if args.command == "stop":
         from bot.commands.stop import stop

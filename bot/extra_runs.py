@@ -94,7 +94,9 @@ class ExtraRuns(CampaignCore):
         first (``confirm`` then stops with this reason)."""
         state = self.state()
         done = state.judgement.confirmation
-        if state.incumbent == "baseline" or (done and done["winner"] == state.incumbent):
+        pairs = state.params.confirm_pairs if state.params else sequential.CONFIRM_PAIRS
+        confirmed = done is not None and done["winner"] == state.incumbent
+        if state.incumbent == "baseline" or confirmed or pairs == 0:
             self.stop(reason, evidence)
             return
         self.ledger.append(
@@ -102,7 +104,7 @@ class ExtraRuns(CampaignCore):
             "confirmation_requested",
             {
                 "winner": state.incumbent,
-                "pairs": sequential.CONFIRM_PAIRS,
+                "pairs": pairs,
                 "reason": reason,
                 "evidence": evidence,
             },

@@ -65,8 +65,12 @@ def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
     bar = sequential.one_run_bar(model, max(1, runs))
     verdict.update(score=score, gain=gain, threshold=model.threshold, bar=bar)
     decision = sequential.first_run(gain, bar)
+    remeasure = state.params is None or state.params.max_pairs >= sequential.MIN_PAIRS
     if decision == "merge":
         reason = f"{gain:+.1%} beats the one-run bar {bar:.1%}"
+    elif decision == "remeasure" and not remeasure:
+        decision = "close"
+        reason = f"{gain:+.1%} is within the one-run bar {bar:.1%} (A/B re-measurement off)"
     elif decision == "remeasure":
         reason = f"{gain:+.1%} is within the one-run bar {bar:.1%}: re-measured A/B"
     else:
@@ -101,9 +105,7 @@ def pairs_of(
     return list(zip(scores[0::2], scores[1::2], strict=False)), problem
 
 
-def paired_outcome(
-    state: CampaignState, runs: list[RunRequested], *, max_pairs: int = sequential.MAX_PAIRS
-) -> dict[str, Any] | None:
+def paired_outcome(state: CampaignState, runs: list[RunRequested]) -> dict[str, Any] | None:
     """The ``trial_judged`` fields once the A/B runs of a candidate decide it; None while more
     runs are needed (the next one is A when ``runs`` is even, else B)."""
     pairs, problem = pairs_of(state, runs)
@@ -111,6 +113,7 @@ def paired_outcome(
         return {"decision": "close", "reason": f"re-measured A/B: {problem}", "pairs": len(pairs)}
     if len(runs) % 2 == 1:
         return None
+    max_pairs = state.params.max_pairs if state.params else sequential.MAX_PAIRS
     verdict = sequential.decide(pairs, max_pairs=max_pairs)
     if verdict.decision == "more":
         return None

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.event_base import Event as Event  # re-exported: every kind derives from it
 from gate.events_agent import AgentAssumption, ModelCalled
+from gate.events_campaign import CampaignOpened as CampaignOpened
 from gate.events_judgement import JUDGEMENT_MODELS, Phase, TrialJudged
 from gate.events_lessons import LessonsProposed
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
@@ -39,44 +40,6 @@ StopReason = Literal[
 allowed) and ``agent_spend_cap`` (the LLM spend cap reached): the LLM agent, resumable."""
 Decision = Literal["merge", "close"]
 RefusalReason = Literal["budget", "failed_rerun", "gate_check", "predicted_oom"]
-
-
-class CampaignOpened(Event):
-    """What a campaign was asked to do (``CampaignParams`` in the fold)."""
-
-    KIND = "campaign_opened"
-    baseline: str
-    """The baseline recipe's name."""
-    recipe_path: str
-    """Path of the recipe inside the forge repository."""
-    recipe_text: str
-    """The recipe as written (YAML)."""
-    framework: str
-    budget_device_hours: float
-    steps: int
-    """Steps per trial, warm-up included."""
-    warmup: int
-    """Leading steps not scored."""
-    agent: str
-    calibration_runs: int
-    max_trials: int
-    """Candidates at most."""
-    repo: str | None = None
-    """GitHub mode: ``owner/name`` of the repository."""
-    pr: int | None = None
-    """GitHub mode: the tuned pull request."""
-    installation: int | None = None
-    """GitHub mode: the App installation that acts on the repository."""
-    by: str | None = None
-    """GitHub mode: who commented ``/attune tune``."""
-    head_sha: str | None = None
-    """GitHub mode: the tuned pull request's head when the command was screened."""
-    comment_id: int | None = None
-    """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
-    backend: str | None = None
-    """Where its trials run (``attune tune --backend``: ``slurm``); None: this machine."""
-    lessons: bool = True
-    """Whether the agent reads the experience bank (``--no-lessons``: False, for ablation)."""
 
 
 class ForgeReady(Event):

@@ -34,6 +34,7 @@ def open_small(tmp: Path, write_recipe: Any, small_config: dict[str, Any], **kw:
         warmup=1,
         max_trials=kw.get("max_trials", 3),
         calibration_runs=5,
+        pairs=kw.get("pairs", (3, 1)),  # fewer extra runs than the defaults, all phases kept
     )
     return workdir
 

@@ -57,6 +57,8 @@ LEVERS: dict[str, Any] = {
 }
 MAX_TRIALS = 2
 TUNE_ARGS = ["--budget", "1", "--steps", "4", "--warmup", "1", "--max-trials", str(MAX_TRIALS)]
+TUNE_ARGS += ["--max-pairs", "3", "--confirm-pairs", "1"]
+"""The judgement's extra runs happen, fewer of them (their kill points: ``EXTRA``)."""
 CAMPAIGN_TIMEOUT_S = 600.0
 """A/B re-measurement and the final confirmation add runs to a campaign on a busy machine."""
 EXTRA = "<a judgement run>"

@@ -170,6 +170,10 @@ def campaign(
             "1",
             "--max-trials",
             "1",
+            "--max-pairs",  # the agent is under test here, not the judgement's extra runs
+            "0",
+            "--confirm-pairs",
+            "0",
             "--workdir",
             str(workdir),
         ]

@@ -82,3 +82,26 @@ def test_a_fast_run_that_trains_something_else_is_closed(bad: TrialResult, reaso
     verdict = judge_finished(state(), bad)
     assert verdict["decision"] == "close" and reason in verdict["reason"]
     assert verdict["post_passed"] is False and "score" not in verdict
+
+
+def test_with_a_b_re_measurement_off_a_first_run_within_the_bar_closes() -> None:
+    from gate.events import CampaignOpened
+
+    off = state()
+    off.params = CampaignOpened(
+        baseline="b",
+        recipe_path="r.yaml",
+        recipe_text="",
+        framework="embedded",
+        budget_device_hours=1.0,
+        steps=4,
+        warmup=1,
+        agent="rules",
+        calibration_runs=5,
+        max_trials=3,
+        max_pairs=0,
+    )
+    verdict = judge_finished(off, result(1070.0))
+    assert verdict["decision"] == "close"
+    assert verdict["reason"] == "+7.0% is within the one-run bar 10.8% (A/B re-measurement off)"
+    assert judge_finished(off, result(1120.0))["decision"] == "merge"

@@ -34,6 +34,7 @@ from tests.test_slurm_backend import runtime_s
 Cluster = Any  # tests.slurm_cluster.SlurmCluster
 ROOT = Path(__file__).resolve().parent.parent
 TUNE = ["--budget", "1", "--steps", "4", "--warmup", "1", "--backend", "slurm"]
+TUNE += ["--max-pairs", "0", "--confirm-pairs", "0"]  # Slurm is under test, not the judgement
 
 
 def events_of(workdir: Path) -> list[LedgerEvent]:

@@ -23,6 +23,12 @@ EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "ported-gpt.
         ([EXAMPLE, "--budget", "1", "--calibration-runs", "3"], "must be at least 5, got 3"),
         (["--budget", "1"], "give a RECIPE to tune, or --resume DIR"),
         ([EXAMPLE, "--resume", "somewhere"], "--resume continues a campaign"),
+        (
+            [EXAMPLE, "--budget", "1", "--max-pairs", "2"],
+            "--max-pairs must be 0 (no A/B re-measurement) or at least 3",
+        ),
+        ([EXAMPLE, "--budget", "1", "--confirm-pairs", "-1"], "must be 0 or more, got -1"),
+        (["--resume", "somewhere", "--max-pairs", "0"], "chosen when a campaign opens"),
         (["--resume", "nowhere"], "nowhere: no campaign here (no ledger.db)"),
     ],
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
-from bot.campaign_setup import agent_problem, build_campaign, open_campaign
+from bot.campaign_setup import agent_problem, build_campaign, check_pairs, open_campaign
 from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.console import console
@@ -22,6 +22,7 @@ from bot.forges.local import LocalForge
 from bot.interfaces import Agent
 from bot.render import llm_line, noise_line
 from bot.report import write_report
+from gate import sequential
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import load_recipe
@@ -62,6 +63,10 @@ class LiveProgress:
             self.last = line
 
 
+Pairs = tuple[int | None, int | None]
+"""``--max-pairs`` and ``--confirm-pairs`` as given (None: the default)."""
+
+
 def open_new(
     workdir: Path,
     *,
@@ -74,14 +79,19 @@ def open_new(
     calibration_runs: int,
     backend: str = "local",
     lessons: bool = True,
+    pairs: Pairs = (None, None),
 ) -> None:
     """Create the work directory and open the campaign in its ledger. A cluster backend is
     reached first: bad settings or credentials fail here, with nothing written. ``lessons``
-    False (``--no-lessons``): the agent does not read the experience bank."""
+    False (``--no-lessons``): the agent does not read the experience bank. ``pairs``: the A/B
+    cap and the confirmation's pairs (``--max-pairs``, ``--confirm-pairs``; None: default)."""
     if recipe_path is None or budget_hours is None:
         raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
     if budget_hours <= 0:
         raise AttuneError(f"--budget must be positive device-hours, got {budget_hours}")
+    max_pairs = sequential.MAX_PAIRS if pairs[0] is None else pairs[0]
+    confirm_pairs = sequential.CONFIRM_PAIRS if pairs[1] is None else pairs[1]
+    check_pairs(max_pairs, confirm_pairs)
     problem = agent_problem(agent)  # the claude agent without its key says how to set one
     if problem:
         raise AttuneError(problem)
@@ -105,6 +115,8 @@ def open_new(
             max_trials=max_trials,
             backend=None if backend == "local" else backend,
             lessons=lessons,
+            max_pairs=max_pairs,
+            confirm_pairs=confirm_pairs,
         )
 
 
@@ -202,12 +214,15 @@ def tune(
     calibration_runs: int,
     backend: str | None = None,
     lessons: bool = True,
+    pairs: Pairs = (None, None),
 ) -> int:
     if resume is not None:
         if recipe_path is not None:
             raise AttuneError("--resume continues a campaign: give the directory, not a recipe")
         if not lessons:
             raise AttuneError("--no-lessons is chosen when a campaign opens; --resume keeps it")
+        if pairs != (None, None):
+            raise AttuneError("--max-pairs and --confirm-pairs are chosen when a campaign opens")
         resume_campaign(resume, backend)
         return 0
     if recipe_path is None:
@@ -225,6 +240,7 @@ def tune(
         calibration_runs=calibration_runs,
         backend=backend or "local",
         lessons=lessons,
+        pairs=pairs,
     )
     console.print(f"campaign {workdir.name}: work directory {workdir}")
     run_campaign(workdir)

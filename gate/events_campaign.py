@@ -1,0 +1,50 @@
+"""``campaign_opened``: what a campaign was asked to do, the first event of every campaign."""
+
+from __future__ import annotations
+
+from gate.event_base import Event
+from gate.sequential import CONFIRM_PAIRS, MAX_PAIRS
+
+
+class CampaignOpened(Event):
+    """What a campaign was asked to do (``CampaignParams`` in the fold)."""
+
+    KIND = "campaign_opened"
+    baseline: str
+    """The baseline recipe's name."""
+    recipe_path: str
+    """Path of the recipe inside the forge repository."""
+    recipe_text: str
+    """The recipe as written (YAML)."""
+    framework: str
+    budget_device_hours: float
+    steps: int
+    """Steps per trial, warm-up included."""
+    warmup: int
+    """Leading steps not scored."""
+    agent: str
+    calibration_runs: int
+    max_trials: int
+    """Candidates at most."""
+    repo: str | None = None
+    """GitHub mode: ``owner/name`` of the repository."""
+    pr: int | None = None
+    """GitHub mode: the tuned pull request."""
+    installation: int | None = None
+    """GitHub mode: the App installation that acts on the repository."""
+    by: str | None = None
+    """GitHub mode: who commented ``/attune tune``."""
+    head_sha: str | None = None
+    """GitHub mode: the tuned pull request's head when the command was screened."""
+    comment_id: int | None = None
+    """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
+    backend: str | None = None
+    """Where its trials run (``attune tune --backend``: ``slurm``); None: this machine."""
+    lessons: bool = True
+    """Whether the agent reads the experience bank (``--no-lessons``: False, for ablation)."""
+    max_pairs: int = MAX_PAIRS
+    """A/B re-measurement's per-candidate cap on pairs (``--max-pairs``); 0: no re-measurement,
+    a first run within the one-run bar closes."""
+    confirm_pairs: int = CONFIRM_PAIRS
+    """Pairs of the winner's final confirmation against the baseline (``--confirm-pairs``);
+    0: none."""
