@@ -21,6 +21,11 @@ BASELINE = EXAMPLES / "ported-gpt.yaml"
 SEMANTIC_CANDIDATE = EXAMPLES / "candidates" / "grad-reduce-bf16.yaml"
 
 
+DEMO_PAIRS = (3, 1)
+"""The demo's A/B cap and confirmation pairs: every phase of the judgement, at half the extra
+runs of `attune tune`'s defaults (6 and 3), so the first run stays short on a noisy machine."""
+
+
 def demo(
     *, workdir: Path | None, steps: int, warmup: int, budget_hours: float, max_trials: int
 ) -> int:
@@ -37,6 +42,7 @@ def demo(
         warmup=warmup,
         max_trials=max_trials,
         calibration_runs=5,
+        pairs=DEMO_PAIRS,
     )
     console.print(f"work directory {workdir}: ledger.db, forge/ (git + pull requests), trials/")
     report = run_campaign(workdir)
