@@ -84,10 +84,11 @@ def test_only_noise_beating_winners_are_merged(campaign: tuple[Path, list[Ledger
     for judged in by_trial(events, "trial_judged").values():
         if judged["decision"] == "merge":
             assert judged["post_passed"]
-            assert judged["bar"] >= judged["threshold"]
-            if judged["pairs"] is None:  # one run decided: beyond the one-run bar
+            if judged.get("pairs") is None:  # one run decided: beyond the one-run bar
+                assert judged["bar"] >= judged["threshold"]
                 assert judged["gain"] > judged["bar"]
-            else:  # re-measured A/B (docs/judgement.md): the paired mean beat its bar
+            else:  # re-measured A/B (docs/judgement.md): the paired mean beat its own bar,
+                # which depends on the pairs' spread, not on the calibrated threshold
                 assert judged["gain"] > 0 and judged["paired_mean"] > judged["bar"] >= 0.03
         elif judged["score"] is not None and judged.get("pairs") is None:
             assert judged["gain"] <= judged["bar"] or not judged["post_passed"]
