@@ -10,8 +10,9 @@ import pytest
 from bot.cli import main
 from bot.commands.tune import open_new, run_campaign
 from bot.forges.local import LocalForge
-from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
+from bot.interfaces import Proposal
 from gate.ledger import Ledger, LedgerEvent
+from tests.scripted_agent import ProposesOnce
 
 LEVERS = {
     "activation_checkpointing": True,
@@ -141,29 +142,15 @@ def test_pr_cli_shows_the_candidates(
     assert "Hypothesis" in out and "attune/gate" in out and "Cost of this trial" in out
 
 
-class SameAsIncumbent:
-    """Proposes, once, a change that leaves the effective configuration as it is."""
-
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self.proposed = False
-
-    def decide(
-        self, view: AgentView, probe_of: ProbeOf, tried: set[str]
-    ) -> Proposal | ProfileRequest | Stop:
-        if self.proposed:
-            return Stop(reason="exhausted", evidence=["scripted agent: done"])
-        self.proposed = True
-        # setting a key to the value validation already derives: same effective config
-        return Proposal(
-            lever=["global_batch_size"],
-            changes={"global_batch_size": (8, 8)},
-            bottleneck="compute",
-            mechanism="pins the global batch it already has",
-            expected_gain_pct=1.0,
-            sources=["runners/embedded/train.py:1"],
-        )
+SAME_AS_INCUMBENT = Proposal(
+    lever=["global_batch_size"],
+    changes={"global_batch_size": (8, 8)},
+    bottleneck="compute",
+    mechanism="pins the global batch it already has",
+    expected_gain_pct=1.0,
+    sources=["runners/embedded/train.py:1"],
+)
+"""Sets a key to the value validation already derives: the same effective config."""
 
 
 def test_a_candidate_identical_in_effect_is_never_promoted(
@@ -183,7 +170,7 @@ def test_a_candidate_identical_in_effect_is_never_promoted(
         max_trials=3,
         calibration_runs=5,
     )
-    run_campaign(workdir, live=False, agent=SameAsIncumbent())
+    run_campaign(workdir, live=False, agent=ProposesOnce(SAME_AS_INCUMBENT))
     with Ledger(workdir / "ledger.db") as ledger:
         events = ledger.events()
     judged = by_trial(events, "trial_judged")["c1"]

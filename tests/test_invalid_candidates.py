@@ -16,12 +16,13 @@ import yaml
 
 from bot.cli import main
 from bot.commands.tune import open_new, run_campaign
-from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
+from bot.interfaces import Proposal
 from gate.errors import FrameworkRefusal
 from gate.ledger import Ledger
 from gate.models import Recipe
 from runners.megatron.adapter import MegatronAdapter
 from runners.worker_support import collect_warnings, raise_site
+from tests.scripted_agent import ProposesOnce
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -175,28 +176,15 @@ def test_worker_errors_and_warnings_are_carried_generically() -> None:
     assert config.fingerprint() == config.model_copy(update={"warnings": []}).fingerprint()
 
 
-class ProposesAnInvalidCandidate:
-    """Scripted agent: proposes, once, a micro-batch that does not divide the global batch."""
-
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self.proposed = False
-
-    def decide(
-        self, view: AgentView, probe_of: ProbeOf, tried: set[str]
-    ) -> Proposal | ProfileRequest | Stop:
-        if self.proposed:
-            return Stop(reason="exhausted", evidence=["scripted agent: done"])
-        self.proposed = True
-        return Proposal(
-            lever=["micro_batch_size"],
-            changes={"micro_batch_size": (1, 3)},
-            bottleneck="compute",
-            mechanism="larger micro-batches",
-            expected_gain_pct=10.0,
-            sources=["runners/embedded/train.py:1"],
-        )
+INVALID = Proposal(
+    lever=["micro_batch_size"],
+    changes={"micro_batch_size": (1, 3)},
+    bottleneck="compute",
+    mechanism="larger micro-batches",
+    expected_gain_pct=10.0,
+    sources=["runners/embedded/train.py:1"],
+)
+"""A micro-batch that does not divide the global batch: the workload's validation refuses it."""
 
 
 def skip_check_calibration(campaign: object) -> None:
@@ -228,7 +216,7 @@ def test_a_campaign_closes_a_candidate_the_workload_refuses(
         scores = [665.3, 777.1, 728.6, 846.8, 1189.3]  # attune-0.1.db's calibration
         noise = {"runs": 5, "mean": 841.4, "std": 205.9, "cv": 0.245, "threshold": 0.49}
         ledger.append(name, "noise_calibrated", {**noise, "scores": scores})
-    run_campaign(workdir, live=False, agent=ProposesAnInvalidCandidate())
+    run_campaign(workdir, live=False, agent=ProposesOnce(INVALID))
     with Ledger(workdir / "ledger.db") as ledger:
         events = ledger.events()
     kinds = [e.kind for e in events if e.payload.get("trial") == "c1"]
