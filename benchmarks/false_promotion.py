@@ -60,17 +60,28 @@ class Comparison(BaseModel):
     pairs: int = 0
 
 
-def compare(draw: Callable[[], float], model: NoiseModel, incumbent_runs: int) -> Comparison:
-    """One A/A comparison against a calibrated incumbent, with ``draw`` giving each run's score
-    (the incumbent's and the identical candidate's alike)."""
-    gain = noise.relative_gain(draw(), model.mean)
+def compare(
+    draw: Callable[[], float],
+    model: NoiseModel,
+    incumbent_runs: int,
+    *,
+    candidate: Callable[[], float] | None = None,
+    max_pairs: int = sequential.MAX_PAIRS,
+    pooled: bool = True,
+) -> Comparison:
+    """One comparison against a calibrated incumbent, with ``draw`` giving the incumbent's run
+    scores and ``candidate`` the candidate's (default: ``draw``, an A/A comparison).
+    ``pooled=False`` judges the pairs by their own spread alone (the rule without the
+    calibration pooled in, for comparison)."""
+    candidate = candidate or draw
+    gain = noise.relative_gain(candidate(), model.mean)
     first = sequential.first_run(gain, sequential.one_run_bar(model, incumbent_runs))
     if first != "remeasure":
         return Comparison(decision=first, phase="one-run", runs=1, gain=gain)
     pairs: list[tuple[float, float]] = []
     while True:
-        pairs.append((draw(), draw()))  # A (incumbent) then B (candidate)
-        verdict = sequential.decide(pairs)
+        pairs.append((draw(), candidate()))  # A (incumbent) then B (candidate)
+        verdict = sequential.decide(pairs, max_pairs=max_pairs, noise=model if pooled else None)
         if verdict.decision != "more":
             return Comparison(
                 decision=verdict.decision,
@@ -88,24 +99,46 @@ def simulate(
     calibration_runs: int = noise.MIN_RUNS,
     drift: float = 0.0,
     seed: int = 0,
+    gain: float = 0.0,
+    candidate_cv: float | None = None,
+    max_pairs: int = sequential.MAX_PAIRS,
+    pooled: bool = True,
 ) -> list[Comparison]:
-    """``comparisons`` independent A/A comparisons, each with its own calibration."""
+    """``comparisons`` independent comparisons, each with its own calibration. The candidate
+    is ``gain`` faster than the incumbent (0: A/A, every merge a false promotion) with run
+    noise ``candidate_cv`` (default: the incumbent's ``cv``)."""
     rng = random.Random(seed)
     load = [0.0]
+    b_cv = cv if candidate_cv is None else candidate_cv
 
-    def draw() -> float:
+    def run(mean: float, run_cv: float) -> float:
         # AR(1) machine load shared by consecutive runs (0.9 memory), on top of run noise
         load[0] = 0.9 * load[0] + drift * math.sqrt(1 - 0.81) * rng.gauss(0.0, 1.0)
-        return 1000.0 * (1.0 + load[0]) * (1.0 + rng.gauss(0.0, cv))
+        return mean * (1.0 + load[0]) * (1.0 + rng.gauss(0.0, run_cv))
+
+    def draw() -> float:
+        return run(1000.0, cv)
+
+    def candidate() -> float:
+        return run(1000.0 * (1.0 + gain), b_cv)
 
     out = []
     for _ in range(comparisons):
         model = noise.calibrate([draw() for _ in range(calibration_runs)])
-        out.append(compare(draw, model, calibration_runs))
+        out.append(
+            compare(
+                draw,
+                model,
+                calibration_runs,
+                candidate=candidate,
+                max_pairs=max_pairs,
+                pooled=pooled,
+            )
+        )
     return out
 
 
-def summary(results: list[Comparison]) -> str:
+def summary(results: list[Comparison], *, aa: bool = True) -> str:
     n = len(results)
     merged = [r for r in results if r.decision == "merge"]
     one = sum(r.phase == "one-run" for r in merged)
@@ -116,7 +149,8 @@ def summary(results: list[Comparison]) -> str:
     upper = min(1.0, 3.0 / n if not merged else rate + 1.96 * math.sqrt(rate * (1 - rate) / n))
     runs = statistics.fmean(r.runs for r in results)
     return (
-        f"{len(merged)} false promotions in {n} A/A comparisons ({rate:.2%}, 95% upper bound "
+        f"{len(merged)} {'false promotions' if aa else 'promotions'} in {n} "
+        f"{'A/A ' if aa else ''}comparisons ({rate:.2%}, 95% upper bound "
         f"{upper:.2%}): {one} on the first run, {len(merged) - one} after A/B pairs; "
         f"{remeasured} re-measured; {runs:.2f} runs per comparison"
     )
@@ -221,6 +255,12 @@ def main() -> int:
     s.add_argument("--cv", type=float, default=DEMO_CV)
     s.add_argument("--drift", type=float, default=0.0)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--gain", type=float, default=0.0, help="the candidate's true gain (power)")
+    s.add_argument("--candidate-cv", type=float, default=None, help="default: --cv")
+    s.add_argument("--max-pairs", type=int, default=sequential.MAX_PAIRS)
+    s.add_argument(
+        "--pairs-only", action="store_true", help="judge pairs by their own spread alone"
+    )
     r = sub.add_parser("real")
     r.add_argument("--recipe", type=Path, default=ROOT / "examples" / "ported-gpt.yaml")
     r.add_argument("--comparisons", type=int, default=20)
@@ -233,8 +273,19 @@ def main() -> int:
     args = p.parse_args()
     if args.mode == "real":
         return real(args)
-    results = simulate(args.comparisons, cv=args.cv, drift=args.drift, seed=args.seed)
-    print(f"cv {args.cv:.2%}, drift {args.drift:.2%}: {summary(results)}")
+    results = simulate(
+        args.comparisons,
+        cv=args.cv,
+        drift=args.drift,
+        seed=args.seed,
+        gain=args.gain,
+        candidate_cv=args.candidate_cv,
+        max_pairs=args.max_pairs,
+        pooled=not args.pairs_only,
+    )
+    aa = args.gain == 0
+    what = "A/A" if aa else f"true gain {args.gain:+.1%}"
+    print(f"cv {args.cv:.2%}, drift {args.drift:.2%}, {what}: {summary(results, aa=aa)}")
     return 0
 
 

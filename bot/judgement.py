@@ -114,7 +114,7 @@ def paired_outcome(state: CampaignState, runs: list[RunRequested]) -> dict[str, 
     if len(runs) % 2 == 1:
         return None
     max_pairs = state.params.max_pairs if state.params else sequential.MAX_PAIRS
-    verdict = sequential.decide(pairs, max_pairs=max_pairs)
+    verdict = sequential.decide(pairs, max_pairs=max_pairs, noise=judging_noise(state))
     if verdict.decision == "more":
         return None
     return {

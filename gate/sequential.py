@@ -9,16 +9,31 @@ gain of an identical recipe follows Student's t with runs - 1 degrees of freedom
 
 Between 0 and that bar (the zone where a real gain and luck look alike) the candidate is
 re-measured A/B/A/B: the incumbent (A) and the candidate (B) run alternately, each pair close in
-time, and the paired relative differences d_i = B_i / A_i - 1 decide (``decide``). With n pairs,
-mean d and standard error se = s_d / sqrt(n), a candidate is promoted when
+time, and the paired relative differences d_i = B_i / A_i - 1 decide (``decide``). With n pairs
+and mean d, a candidate is promoted when
 
-    mean d > max(FLOOR, k_n x se),  k_n = max(SIGMAS, t_{n-1}(1 - ALPHA_PAIRED / looks))
+    mean d > max(FLOOR, k_n x se),  k_n = max(SIGMAS, t_df(1 - alpha_n))
 
-where ``looks`` = max_pairs - MIN_PAIRS + 1 is the number of times the rule is applied. Under
-no real gain (d_i independent, centred on 0, normal) each look promotes with probability at
-most ALPHA_PAIRED / looks, so all looks together at most ALPHA_PAIRED (Bonferroni): the
-sequential phase, whatever the noise level and however the first run landed (its pairs are
-fresh runs), adds at most ALPHA_PAIRED to the false-promotion rate. The screening run is not a
+The standard error pools what is known of the noise. Two independent runs of one recipe with
+run-to-run cv differ by d with variance 2 cv^2, and the calibration estimated cv from
+``noise.runs`` runs; the pairs estimate the same variance with n - 1 more degrees of freedom, so
+
+    s_pooled^2 = ((runs - 1) x 2 cv^2 + (n - 1) x s_d^2) / (runs - 1 + n - 1),  df = runs + n - 2
+
+and under no real gain mean d / (s_pooled / sqrt n) follows Student's t with df degrees of
+freedom (normal runs; the calibration runs are not pairs, so independent of them). Three pairs
+alone would give df = 2, whose tail quantiles are enormous (t_2 at 0.999 is 22.3); pooled with
+five calibration runs df is 6. Pairs noisier than the calibration (a candidate whose layout
+is noisier than the incumbent's) are not hidden by the pooling: se is the larger of
+s_pooled / sqrt n and s_d / sqrt n.
+
+alpha_n spends ``ALPHA_PAIRED`` over the looks (n = MIN_PAIRS .. max_pairs) with the Lan-DeMets
+O'Brien-Fleming spending function alpha(t) = 2 (1 - Phi(z_{1 - alpha/2} / sqrt t)),
+t = n / max_pairs: the look at n pairs gets alpha(t_n) - alpha(t_{n-1}). The increments sum to
+``ALPHA_PAIRED``, so by the union bound all looks together promote an identical recipe with
+probability at most ``ALPHA_PAIRED``, whatever the noise level and however the first run
+landed (its pairs are fresh runs). Early looks are strict and the last look gets most of the
+alpha, which is where a gain inside the one-run bar is decided. The screening run is not a
 pair: it was selected for landing in the zone and would bias the mean.
 
 Everything here is pure: scores in, decisions out.
@@ -30,6 +45,7 @@ import functools
 import math
 import statistics
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Literal
 
 from pydantic import BaseModel
@@ -135,7 +151,7 @@ class PairedVerdict(BaseModel):
     mean: float | None = None
     """Mean paired relative difference (B / A - 1)."""
     se: float | None = None
-    """Its standard error, s_d / sqrt(n)."""
+    """Its standard error: the pairs' pooled with the calibration's (``standard_error``)."""
     bar: float | None = None
     """What the mean had to exceed: max(FLOOR, k_n x se)."""
     reason: str
@@ -153,14 +169,48 @@ def _stdev(values: Sequence[float], mean: float) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def paired_factor(n: int, max_pairs: int) -> float:
-    """k_n: the multiple of the standard error the mean must exceed after n pairs."""
-    looks = max(1, max_pairs - MIN_PAIRS + 1)
-    return max(SIGMAS, t_quantile(1.0 - ALPHA_PAIRED / looks, max(1, n - 1)))
+def spent(t: float, alpha: float = ALPHA_PAIRED) -> float:
+    """Alpha spent by information fraction ``t`` (O'Brien-Fleming type, Lan-DeMets)."""
+    if t <= 0.0:
+        return 0.0
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    return 2.0 * (1.0 - NormalDist().cdf(z / math.sqrt(min(t, 1.0))))
 
 
-def decide(pairs: Sequence[tuple[float, float]], *, max_pairs: int = MAX_PAIRS) -> PairedVerdict:
-    """merge, close (the cap, or a mean that cannot reach the floor) or more pairs."""
+def look_alpha(n: int, max_pairs: int) -> float:
+    """The share of ``ALPHA_PAIRED`` the look after n pairs may spend."""
+    if not MIN_PAIRS <= n <= max_pairs:
+        raise ValueError(f"the rule looks at {MIN_PAIRS}..{max_pairs} pairs, not {n}")
+    before = 0.0 if n == MIN_PAIRS else spent((n - 1) / max_pairs)
+    return spent(n / max_pairs) - before
+
+
+def paired_factor(n: int, max_pairs: int, df: int | None = None) -> float:
+    """k_n: the multiple of the standard error the mean must exceed after n pairs, with ``df``
+    degrees of freedom behind the standard error (default n - 1: the pairs alone)."""
+    return max(SIGMAS, t_quantile(1.0 - look_alpha(n, max_pairs), df or max(1, n - 1)))
+
+
+def standard_error(d: Sequence[float], mean: float, noise: NoiseModel | None) -> tuple[float, int]:
+    """se of the mean difference and its degrees of freedom, pooled with the calibration's
+    2 cv^2 when ``noise`` is given (never below the pairs' own)."""
+    n = len(d)
+    own = _stdev(d, mean)
+    if noise is None or noise.runs < 2:
+        return own / math.sqrt(n), n - 1
+    df_cal = noise.runs - 1
+    pooled = math.sqrt((df_cal * 2.0 * noise.cv**2 + (n - 1) * own**2) / (df_cal + n - 1))
+    return max(pooled, own) / math.sqrt(n), df_cal + n - 1
+
+
+def decide(
+    pairs: Sequence[tuple[float, float]],
+    *,
+    max_pairs: int = MAX_PAIRS,
+    noise: NoiseModel | None = None,
+) -> PairedVerdict:
+    """merge, close (the cap, or a mean that cannot reach the floor) or more pairs. ``noise``:
+    the incumbent's calibrated noise, pooled into the standard error (None: the pairs alone)."""
     if max_pairs < MIN_PAIRS:
         raise ValueError(f"the pair cap must be at least {MIN_PAIRS}, got {max_pairs}")
     n = len(pairs)
@@ -168,13 +218,13 @@ def decide(pairs: Sequence[tuple[float, float]], *, max_pairs: int = MAX_PAIRS) 
         return PairedVerdict(decision="more", pairs=n, reason=f"{n} of {MIN_PAIRS} pairs")
     d = differences(pairs)
     mean = statistics.fmean(d)
-    se = _stdev(d, mean) / math.sqrt(n)
-    bar = max(FLOOR, paired_factor(n, max_pairs) * se)
+    se, df = standard_error(d, mean, noise)
+    bar = max(FLOOR, paired_factor(min(n, max_pairs), max_pairs, df) * se)
     shown = f"{mean:+.1%} ± {se:.1%} over {n} pairs"
     verdict = {"pairs": n, "mean": mean, "se": se, "bar": bar}
     if mean > bar:
         return PairedVerdict(decision="merge", reason=f"{shown} beats {bar:.1%}", **verdict)
-    upper = mean + t_quantile(0.975, n - 1) * se
+    upper = mean + t_quantile(0.975, df) * se
     if upper <= FLOOR:
         why = f"{shown}: even its 97.5% upper bound {upper:+.1%} is under {FLOOR:.0%}"
         return PairedVerdict(decision="close", reason=why, **verdict)

@@ -67,10 +67,12 @@ def test_the_paired_rule_needs_its_minimum_of_pairs() -> None:
 
 def test_a_consistent_gain_beyond_three_standard_errors_and_the_floor_merges() -> None:
     d = [0.05, 0.051, 0.049]
-    verdict = sequential.decide(pairs_with(d))
+    verdict = sequential.decide(pairs_with(d), max_pairs=3)
     se = statistics.stdev(d) / math.sqrt(3)
-    k = sequential.paired_factor(3, sequential.MAX_PAIRS)
-    assert k >= 3.0 and k == pytest.approx(sequential.t_quantile(1 - 0.004 / 4, 2))
+    k = sequential.paired_factor(3, 3)  # one look: it may spend the whole alpha
+    assert k >= 3.0 and k == pytest.approx(sequential.t_quantile(1 - sequential.ALPHA_PAIRED, 2))
+    # at the default cap the first of four looks spends little: the same pairs need more
+    assert sequential.decide(pairs_with(d)).decision == "more"
     assert verdict.decision == "merge"
     assert verdict.mean == pytest.approx(0.05) and verdict.se == pytest.approx(se)
     assert verdict.bar == pytest.approx(max(0.03, k * se))
@@ -88,6 +90,51 @@ def test_an_unclear_difference_asks_for_more_then_stops_at_the_cap() -> None:
     assert capped.decision == "close" and "4-pair cap" in capped.reason
     with pytest.raises(ValueError, match="at least 3"):
         sequential.decide(pairs_with(d), max_pairs=2)
+
+
+def test_the_looks_spend_alpha_obrien_fleming_style_and_never_more_than_it() -> None:
+    for cap in (3, 4, 6, 10):
+        shares = [sequential.look_alpha(n, cap) for n in range(sequential.MIN_PAIRS, cap + 1)]
+        assert sum(shares) == pytest.approx(sequential.ALPHA_PAIRED)
+        assert shares == sorted(shares)  # early looks strict, the last one gets the most
+    # the one-sided O'Brien-Fleming spending at half the information: 2 (1 - Phi(z / sqrt .5))
+    z = statistics.NormalDist().inv_cdf(1 - sequential.ALPHA_PAIRED / 2)
+    half = 2 * (1 - statistics.NormalDist().cdf(z / math.sqrt(0.5)))
+    assert sequential.look_alpha(3, 6) == pytest.approx(half)
+    with pytest.raises(ValueError, match=r"3\.\.6 pairs"):
+        sequential.look_alpha(7, 6)
+
+
+def test_the_standard_error_pools_the_calibration() -> None:
+    d = [0.07, 0.13, 0.10]
+    calibrated = model(0.024, runs=5)
+    se, df = sequential.standard_error(d, 0.10, calibrated)
+    s_d = statistics.stdev(d)
+    pooled = math.sqrt((4 * 2 * 0.024**2 + 2 * s_d**2) / 6)
+    assert df == 6 and se == pytest.approx(pooled / math.sqrt(3))
+    alone, df_alone = sequential.standard_error(d, 0.10, None)
+    assert df_alone == 2 and alone == pytest.approx(s_d / math.sqrt(3))
+    # pairs noisier than the calibration keep their own spread: pooling never hides it
+    noisy = [0.30, -0.10, 0.10]
+    se_noisy, _ = sequential.standard_error(noisy, 0.1, calibrated)
+    assert se_noisy == pytest.approx(statistics.stdev(noisy) / math.sqrt(3))
+    # with the calibration's degrees of freedom three pairs can decide a gain inside the
+    # one-run bar that the pairs alone could not
+    pairs = pairs_with(d)
+    assert sequential.decide(pairs, max_pairs=3, noise=calibrated).decision == "merge"
+    assert sequential.decide(pairs, max_pairs=3).decision == "close"
+
+
+def test_pooling_finds_more_real_gains_at_the_same_false_promotion_rate() -> None:
+    """Simulated at the demo machine's noise: a true +8% gain (inside the one-run bar) is
+    promoted far more often with the calibration pooled in, and identical recipes stay rare."""
+    pooled = simulate(1000, gain=0.08, seed=7)
+    alone = simulate(1000, gain=0.08, seed=7, pooled=False)
+    rate_pooled = sum(r.decision == "merge" for r in pooled) / 1000
+    rate_alone = sum(r.decision == "merge" for r in alone) / 1000
+    assert rate_pooled > 0.85 and rate_pooled > rate_alone + 0.08, (rate_pooled, rate_alone)
+    aa = simulate(3000, seed=8, max_pairs=3)
+    assert sum(r.decision == "merge" for r in aa) / 3000 < 0.01
 
 
 def test_the_confirmation_interval() -> None:
@@ -127,15 +174,18 @@ def test_the_false_promotion_rate_is_under_one_percent_at_any_noise(
     assert rate < 0.01
 
 
-def test_the_paired_phase_alone_stays_under_its_alpha() -> None:
-    """Fresh pairs of identical recipes, every look of the rule: at most ALPHA_PAIRED merge."""
+@pytest.mark.parametrize("pooled", [False, True])
+def test_the_paired_phase_alone_stays_under_its_alpha(pooled: bool) -> None:
+    """Fresh pairs of identical recipes, every look of the rule: at most ALPHA_PAIRED merge,
+    judged by the pairs alone or with a fresh five-run calibration pooled in."""
     rng = random.Random(3)
     trials, merged = 3000, 0
     for _ in range(trials):
         pairs: list[tuple[float, float]] = []
+        calibrated = noise.calibrate([1000 * (1 + rng.gauss(0, 0.05)) for _ in range(5)])
         while True:
             pairs.append((1000 * (1 + rng.gauss(0, 0.05)), 1000 * (1 + rng.gauss(0, 0.05))))
-            verdict = sequential.decide(pairs)
+            verdict = sequential.decide(pairs, noise=calibrated if pooled else None)
             if verdict.decision != "more":
                 merged += verdict.decision == "merge"
                 break
