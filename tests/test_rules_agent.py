@@ -190,3 +190,49 @@ def test_stops_with_evidence_for_every_lever(registry: Registry) -> None:
     assert out.evidence == [
         "attention=sdpa: already tried in c1: +1.0% does not beat the 3.0% threshold"
     ]
+
+
+def micro_batch_proposal(registry: Registry, history: list[HistoryItem]) -> Proposal | None:
+    """The agent's micro-batch move after ``history``, if it still makes one."""
+    tried = {fingerprint(recipe_text(PORTED))}
+    for item in history:
+        changes = {k: new for k, (_, new) in item.changes.items()}
+        tried.add(fingerprint(apply_changes(recipe_text(PORTED), changes)))
+    for _ in range(10):
+        out = decide(view(registry, profile=CPU_BOUND, history=history), tried=tried)
+        if not isinstance(out, Proposal):
+            return None
+        if "micro_batch_size" in out.changes:
+            return out
+        changes = {k: new for k, (_, new) in out.changes.items()}
+        tried.add(fingerprint(apply_changes(recipe_text(PORTED), changes)))
+    return None
+
+
+def closed(trial: str, old: int, new: int, gain: float) -> HistoryItem:
+    return HistoryItem(
+        trial=trial,
+        changes={"micro_batch_size": (old, new)},
+        status="ok",
+        decision="close",
+        gain=gain,
+        reason=f"{gain:+.1%}",
+    )
+
+
+def test_a_micro_batch_step_closed_within_the_noise_does_not_end_the_climb(
+    registry: Registry,
+) -> None:
+    """micro-batch 1 -> 2 closed at -1% (threshold 3%): the next proposal goes to 4, saying
+    why; 2 and 4 both within the noise: 8; a clearly slower step ends the direction."""
+    out = micro_batch_proposal(registry, [closed("c1", 1, 2, -0.01)])
+    assert out is not None and out.changes == {"micro_batch_size": (1, 4)}
+    assert "c1 (-1.0%) closed within the noise threshold 3.0%" in out.mechanism
+    out = micro_batch_proposal(registry, [closed("c1", 1, 2, 0.02), closed("c2", 1, 4, -0.02)])
+    assert out is not None and out.changes == {"micro_batch_size": (1, 8)}
+    assert "c1 (+2.0%), c2 (-2.0%)" in out.mechanism
+    # clearly slower (beyond the threshold): no further micro-batch move
+    assert micro_batch_proposal(registry, [closed("c1", 1, 2, -0.10)]) is None
+    # the whole per-rank share reached: nothing further to try
+    every = [closed(f"c{i}", 1, 2**i, 0.0) for i in range(1, 4)]
+    assert micro_batch_proposal(registry, every) is None

@@ -16,6 +16,10 @@ class Move:
     mechanism: str
     expected_gain_pct: float
     coupled: bool = False
+    further: Move | None = None
+    """The next step in the same direction (micro-batch 2 -> 4 after 1 -> 2): tried when this
+    move was closed without being clearly slower, since a result within the noise is no
+    evidence that the direction is wrong."""
 
 
 def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
@@ -54,17 +58,9 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
             )
         )
     micro, per_rank = int(v["micro_batch_size"]), int(v["global_batch_size"]) // ranks
-    if per_rank % (micro * 2) == 0:
-        moves.append(
-            Move(
-                {"micro_batch_size": micro * 2},
-                ("cpu", "compute"),
-                f"micro-batch {micro} means {per_rank // micro} small forward/backward passes "
-                "per step; fewer, larger ones amortise per-operator overhead and feed bigger "
-                "matmuls (the pinned global batch is unchanged)",
-                12.0,
-            )
-        )
+    bigger = _micro_batch_move(micro, micro * 2, per_rank)
+    if bigger is not None:
+        moves.append(bigger)
     if v["attention"] == "math":
         moves.append(
             Move(
@@ -96,6 +92,21 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
             )
         )
     return moves
+
+
+def _micro_batch_move(micro: int, size: int, per_rank: int) -> Move | None:
+    """micro -> size, with every further doubling chained behind it (``Move.further``)."""
+    if per_rank % size != 0:
+        return None
+    return Move(
+        {"micro_batch_size": size},
+        ("cpu", "compute"),
+        f"micro-batch {micro} means {per_rank // micro} small forward/backward passes per step; "
+        f"{per_rank // size} larger ones amortise per-operator overhead and feed bigger matmuls "
+        "(the pinned global batch is unchanged)",
+        12.0,
+        further=_micro_batch_move(micro, size * 2, per_rank),
+    )
 
 
 MoveCatalogue = Callable[[dict[str, Any], int], list[Move]]

@@ -102,20 +102,23 @@ class RulesAgent:
         }
         evidence: list[str] = []
         skipped: list[str] = []
-        for move in moves:
-            label = ", ".join(f"{k}={v}" for k, v in move.changes.items())
-            old = {k: view.incumbent_values[k] for k in move.changes}
-            lesson = lessons[id(move)]
+        for first in moves:
+            label = ", ".join(f"{k}={v}" for k, v in first.changes.items())
+            old = {k: view.incumbent_values[k] for k in first.changes}
+            lesson = lessons[id(first)]
             if lesson is not None and lesson.effect != "faster":
                 evidence.append(f"{label}: {cite(lesson)}")
                 skipped.append(lesson.id)
                 continue
+            move, onward = self._past_the_noise(first, lost, view.threshold)
             why = self._ruled_out(move, old, blocked, lost, probe_of, tried, view)
             if why:
                 evidence.append(f"{label}: {why}")
                 continue
             mechanism = (
-                f"{neck} is {getattr(view.profile, neck):.0%} of the step; " + move.mechanism
+                f"{neck} is {getattr(view.profile, neck):.0%} of the step; "
+                + onward
+                + move.mechanism
             )
             expected = move.expected_gain_pct
             if lesson is not None:
@@ -136,6 +139,28 @@ class RulesAgent:
         if not moves:
             evidence.append("every lever is already at its fastest known setting")
         return Stop(reason="exhausted", evidence=evidence)
+
+    @staticmethod
+    def _past_the_noise(
+        move: Move, lost: dict[tuple[str, str], HistoryItem], threshold: float
+    ) -> tuple[Move, str]:
+        """The first step of ``move``'s direction not yet closed, when every closed step before
+        it measured within the noise (not clearly slower), and why it goes that far."""
+        notes: list[str] = []
+        while move.further is not None:
+            closed = [lost.get((k, repr(v))) for k, v in move.changes.items()]
+            item = closed[0] if len(closed) == 1 else None
+            if item is None or item.gain is None or item.gain <= -threshold:
+                break
+            notes.append(f"{item.trial} ({item.gain:+.1%})")
+            move = move.further
+        if not notes:
+            return move, ""
+        return move, (
+            f"the smaller step{'s' if len(notes) > 1 else ''} {', '.join(notes)} closed within "
+            f"the noise threshold {threshold:.1%}, which is no evidence against the direction, "
+            "so one step further: "
+        )
 
     @staticmethod
     def _ruled_out(
