@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks import optimum, tuner
+from benchmarks import demo_optimum, optimum, tuner
 from benchmarks.optimum_table import Machine, Measurement, OptimumTable, load, save
 from benchmarks.table_executor import noise_factor
 from benchmarks.tuner_metrics import (
@@ -238,3 +238,45 @@ def test_replayed_noise_is_positive_with_the_asked_spread() -> None:
         assert min(factors) > 0
         assert statistics.fmean(factors) == pytest.approx(1.0, abs=0.05)
         assert statistics.stdev(factors) == pytest.approx(cv, rel=0.15)
+
+
+def test_a_campaign_against_the_optimum_from_the_table_and_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``benchmarks/demo_optimum.py`` on a finished campaign: its winner's layout against the
+    table's optimum, then side by side (TEST DOUBLE: the side-by-side runs return the invented
+    speeds, so the paired ratio is known)."""
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump({"framework": "embedded", "name": "tiny", "config": CONFIG},
+                                     sort_keys=False))  # fmt: skip
+    table_path = tmp_path / "table.json"
+    tab = invented_table()
+    table_path.write_text(tab.model_dump_json())
+    out = tmp_path / "bench"
+    quick = ["--quick", "--agents", "rules", "--budget", "0.05", "--table", str(table_path)]
+    assert tuner.main([*quick, "--recipe", str(recipe), "--out", str(out)]) == 0
+    capsys.readouterr()
+
+    def invented_run(base: object, layout: dict[str, Any], **kw: object) -> Measurement:
+        return Measurement(layout=dict(layout), scores=[speed(layout)], device_seconds=[10.0])
+
+    monkeypatch.setattr(optimum, "run_layout", invented_run)
+    args = [str(out / "rules-0"), "--table", str(table_path), "--pairs", "2"]
+    assert demo_optimum.main(args) == 0
+    text = capsys.readouterr().out
+    with Ledger(out / "rules-0" / "ledger.db") as ledger:
+        state = demo_optimum.fold("rules-0", ledger.events("rules-0"))
+    winner = demo_optimum.layout_from_text(state.incumbent_recipe_text)
+    expected = (tab.lookup(winner) or (None, False))[0]
+    assert expected is not None and expected.score is not None
+    share = expected.score / (tab.best().score or 1.0)
+    assert f"from the table: {share:.1%} of the optimum" in text
+    assert f"optimum {tab.best().score:9,.0f}" in text
+    if winner != tab.best().layout:  # the invented runs have no noise: the ratio is exact
+        assert f"side by side: {speed(winner) / speed(tab.best().layout):.1%}" in text
+    # no ledger, or no table for this machine: a clear error, exit 2
+    assert demo_optimum.main([str(tmp_path)]) == 2
+    assert "no ledger here" in capsys.readouterr().err
+    monkeypatch.setenv("ATTUNE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    assert demo_optimum.main([str(out / "rules-0")]) == 2
+    assert "python -m benchmarks.optimum --recipe" in capsys.readouterr().err
