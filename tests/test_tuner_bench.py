@@ -26,6 +26,7 @@ from benchmarks.tuner_metrics import (
     table,
 )
 from bot.agents.layout_space import embedded_layouts, layout_key
+from bot.campaign_state import fold
 from gate import budget
 from gate.ledger import Ledger
 from gate.models import ProfileBreakdown, StepRecord, TrialResult
@@ -265,7 +266,7 @@ def test_a_campaign_against_the_optimum_from_the_table_and_side_by_side(
     assert demo_optimum.main(args) == 0
     text = capsys.readouterr().out
     with Ledger(out / "rules-0" / "ledger.db") as ledger:
-        state = demo_optimum.fold("rules-0", ledger.events("rules-0"))
+        state = fold("rules-0", ledger.events("rules-0"))
     winner = demo_optimum.layout_from_text(state.incumbent_recipe_text)
     expected = (tab.lookup(winner) or (None, False))[0]
     assert expected is not None and expected.score is not None
