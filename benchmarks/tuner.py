@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--cores", type=int, default=None, help="cores a trial may use (default: all)")
     p.add_argument("--recipe", type=Path, default=optimum.RECIPE)
+    p.add_argument("--steps", type=int, default=optimum.STEPS, help="the table's run length")
+    p.add_argument("--warmup", type=int, default=optimum.WARMUP)
     p.add_argument("--out", type=Path, default=None, help="default: runs/tuner-bench-<time>")
     p.add_argument("--plot", type=Path, default=None, help="default: OUT/tuner-bench.png")
     args = p.parse_args(argv)
@@ -251,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cores = args.cores or os.cpu_count() or 1
         tab = optimum.sweep(
-            load_recipe(args.recipe), cores=cores, say=lambda x: print(x, flush=True)
+            load_recipe(args.recipe),
+            steps=args.steps,
+            warmup=args.warmup,
+            cores=cores,
+            say=lambda x: print(x, flush=True),
         )
     out = args.out or Path("runs") / time.strftime("tuner-bench-%Y%m%d-%H%M%S")
     results = bench(
