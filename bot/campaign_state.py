@@ -257,7 +257,7 @@ def _fold_trial(state: CampaignState, kind: str, p: dict[str, Any]) -> None:
 
 
 def history(state: CampaignState) -> list[HistoryItem]:
-    """What became of each proposal, for the agent."""
+    """What became of each proposal, for the agent (gain: the A/B mean where it ran)."""
     items = []
     for t in state.candidates:
         p, j = t.proposal or {}, t.judged or {}
@@ -267,7 +267,7 @@ def history(state: CampaignState) -> list[HistoryItem]:
                 changes={k: tuple(v) for k, v in p.get("changes", {}).items()},
                 status=(t.finished or {}).get("status"),
                 decision=j.get("decision"),
-                gain=j.get("gain"),
+                gain=j["paired_mean"] if j.get("paired_mean") is not None else j.get("gain"),
                 reason=j.get("reason", ""),
             )
         )

@@ -232,7 +232,8 @@ class HistoryItem(BaseModel):
     decision: str | None
     """merge or close."""
     gain: float | None
-    """Relative score change vs the incumbent of its time."""
+    """Relative score change vs the incumbent of its time: the mean of its A/B pairs when it
+    was re-measured, else its one run's."""
     reason: str = ""
 
 

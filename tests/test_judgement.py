@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bot.campaign_state import CampaignState, TrialRecord
+from bot.campaign_state import CampaignState, TrialRecord, history
 from bot.judgement import judge_finished
 from gate.models import NoiseModel, TrialResult
 
@@ -105,3 +105,22 @@ def test_with_a_b_re_measurement_off_a_first_run_within_the_bar_closes() -> None
     assert verdict["decision"] == "close"
     assert verdict["reason"] == "+7.0% is within the one-run bar 10.8% (A/B re-measurement off)"
     assert judge_finished(off, result(1120.0))["decision"] == "merge"
+
+
+def test_the_agent_sees_the_a_b_mean_where_pairs_ran() -> None:
+    """A candidate closed after A/B pairs shows the agent the pairs' mean, not the screening
+    run's gain (which was selected for landing in the zone); a one-run verdict shows its run."""
+    s = state()
+    proposal = {"changes": {"micro_batch_size": [1, 2]}}
+    s.trials["c1"] = TrialRecord(
+        trial="c1",
+        role="candidate",
+        proposal=proposal,
+        judged={"decision": "close", "gain": 0.09, "paired_mean": -0.01, "pairs": 3},
+    )
+    s.trials["c2"] = TrialRecord(
+        trial="c2", role="candidate", proposal=proposal, judged={"decision": "close", "gain": -0.2}
+    )
+    items = {item.trial: item for item in history(s)}
+    assert items["c1"].gain == pytest.approx(-0.01)
+    assert items["c2"].gain == pytest.approx(-0.2)
