@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     demo.add_argument("--budget", type=float, default=0.25, help="device-hours")
     demo.add_argument("--max-trials", type=int, default=12, help="candidates at most")
+    demo.add_argument("--max-pairs", type=int, help="A/B pairs at most per candidate (default 3)")
+    demo.add_argument("--confirm-pairs", type=int, help="final confirmation pairs (default 1)")
 
     tune = sub.add_parser("tune", help="run a tuning campaign (or --resume one)")
     tune.add_argument("recipe", type=Path, nargs="?")
@@ -169,6 +171,7 @@ def dispatch(args: argparse.Namespace) -> int:
             warmup=args.warmup,
             budget_hours=args.budget,
             max_trials=args.max_trials,
+            pairs=(args.max_pairs, args.confirm_pairs),
         )
     if args.command == "tune":
         from bot.commands.tune import tune

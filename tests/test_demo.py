@@ -15,7 +15,8 @@ def test_demo_runs_a_campaign_and_shows_the_gate(
 ) -> None:
     workdir = tmp_path / "demo"
     args = ["demo", "--workdir", str(workdir), "--steps", "4", "--warmup", "1"]
-    assert main([*args, "--max-trials", "1"]) == 0
+    # the extra runs of the judgement are tested by test_campaign's campaign; here they are off
+    assert main([*args, "--max-trials", "1", "--max-pairs", "0", "--confirm-pairs", "0"]) == 0
     out = capsys.readouterr().out
     assert "noise model: 5 runs" in out
     assert "verdict: reject" in out and "never launched" in out
@@ -28,6 +29,8 @@ def test_demo_runs_a_campaign_and_shows_the_gate(
     kinds = [e.kind for e in events]
     assert kinds.count("noise_calibrated") == 1 and "campaign_stopped" in kinds[-2:]
     assert kinds.count("trial_started") == kinds.count("trial_finished")
+    opened = events[0].payload
+    assert (opened["max_pairs"], opened["confirm_pairs"]) == (0, 0)
 
     # a second demo into the same directory refuses, and loses nothing
     before = (workdir / "ledger.db").read_bytes()

@@ -27,7 +27,13 @@ runs of `attune tune`'s defaults (6 and 3), so the first run stays short on a no
 
 
 def demo(
-    *, workdir: Path | None, steps: int, warmup: int, budget_hours: float, max_trials: int
+    *,
+    workdir: Path | None,
+    steps: int,
+    warmup: int,
+    budget_hours: float,
+    max_trials: int,
+    pairs: tuple[int | None, int | None] = (None, None),
 ) -> int:
     workdir = workdir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     if (workdir / "ledger.db").exists():
@@ -42,7 +48,10 @@ def demo(
         warmup=warmup,
         max_trials=max_trials,
         calibration_runs=5,
-        pairs=DEMO_PAIRS,
+        pairs=(
+            DEMO_PAIRS[0] if pairs[0] is None else pairs[0],
+            DEMO_PAIRS[1] if pairs[1] is None else pairs[1],
+        ),
     )
     console.print(f"work directory {workdir}: ledger.db, forge/ (git + pull requests), trials/")
     report = run_campaign(workdir)
