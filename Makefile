@@ -66,10 +66,12 @@ bench-slurm: setup
 	$(BIN)/python benchmarks/slurm_latency.py
 
 # rules vs random search vs Optuna TPE at equal budget, against the exhaustive optimum of the
-# embedded layout space (measured once per machine, cached by its fingerprint; --cores 1 keeps the
-# first sweep short on 2 cores): a table of speedups and device-hours, and a plot
+# demo recipe's layout space at the demo's run length and A/B caps (the table is measured once per
+# machine, two passes, about 75 min on 2 cores, then cached by the machine's fingerprint): a table
+# of speedups and device-hours, and a plot
 bench-tuner: setup
-	$(BIN)/python -m benchmarks.tuner --cores 1 --campaigns 3 --budget 0.1
+	$(BIN)/python -m benchmarks.tuner --recipe examples/ported-gpt.yaml --steps 12 --warmup 3 \
+		--passes 2 --campaigns 3 --budget 0.25 --max-pairs 3 --confirm-pairs 1
 
 # how often the judgement promotes an identical recipe (A/A): 20,000 simulated comparisons, then
 # 20 real ones launched like campaign trials (target under 1%)

@@ -44,7 +44,7 @@ from bot.campaign_state import CampaignParams
 from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
-from gate import budget
+from gate import budget, sequential
 from gate.ledger import Ledger, LedgerEvent
 from gate.recipe import load_recipe, parse_recipe
 from gate.registry import Registry
@@ -102,6 +102,7 @@ def run_one(
     max_trials: int,
     live: bool,
     noise_cv: float | None = None,
+    pairs: tuple[int, int] = (sequential.MAX_PAIRS, sequential.CONFIRM_PAIRS),
 ) -> CampaignResult:
     """One campaign of ``agent`` in ``workdir``; its result from its own ledger."""
     base = load_recipe(recipe_path)
@@ -120,6 +121,8 @@ def run_one(
             warmup=warmup,
             agent=agent,
             max_trials=max_trials,
+            max_pairs=pairs[0],
+            confirm_pairs=pairs[1],
         )
 
         def executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
@@ -178,6 +181,7 @@ def bench(
     out: Path,
     live: bool = False,
     noise_cv: float | None = None,
+    pairs: tuple[int, int] = (sequential.MAX_PAIRS, sequential.CONFIRM_PAIRS),
     say: Any = print,
 ) -> dict[str, list[CampaignResult]]:
     results: dict[str, list[CampaignResult]] = {a: [] for a in agents}
@@ -194,6 +198,7 @@ def bench(
                 max_trials=max_trials,
                 live=live,
                 noise_cv=noise_cv,
+                pairs=pairs,
             )
             results[agent].append(result)
             say(
@@ -237,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cores", type=int, default=None, help="cores a trial may use (default: all)")
     p.add_argument("--recipe", type=Path, default=optimum.RECIPE)
     p.add_argument("--steps", type=int, default=optimum.STEPS, help="the table's run length")
+    p.add_argument("--max-pairs", type=int, default=sequential.MAX_PAIRS, help="A/B cap")
+    p.add_argument("--confirm-pairs", type=int, default=sequential.CONFIRM_PAIRS)
     p.add_argument("--warmup", type=int, default=optimum.WARMUP)
+    p.add_argument("--passes", type=int, default=1, help="the sweep's runs of every layout")
     p.add_argument("--out", type=Path, default=None, help="default: runs/tuner-bench-<time>")
     p.add_argument("--plot", type=Path, default=None, help="default: OUT/tuner-bench.png")
     args = p.parse_args(argv)
@@ -257,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             steps=args.steps,
             warmup=args.warmup,
             cores=cores,
+            passes=args.passes,
             say=lambda x: print(x, flush=True),
         )
     out = args.out or Path("runs") / time.strftime("tuner-bench-%Y%m%d-%H%M%S")
@@ -270,11 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         out=out,
         live=args.live,
         noise_cv=args.noise_cv,
+        pairs=(args.max_pairs, args.confirm_pairs),
     )
     text = report(results, tab, args.budget)
     mode = "live runs" if args.live else "runs replayed from the measured table"
     if not args.live and args.noise_cv is not None:
         mode += f" with an assumed noise cv of {args.noise_cv:.1%}"
+    mode += f"; A/B cap {args.max_pairs} pairs, {args.confirm_pairs} confirmation pairs"
     text += f"\n{mode}; {machine_line(tab)}"
     print(text)
     out.mkdir(parents=True, exist_ok=True)

@@ -65,6 +65,7 @@ def test_campaign_runs_to_a_stop_with_a_report(campaign: tuple[Path, list[Ledger
     assert kinds.count("trial_started") == kinds.count("trial_finished")
     assert "profile_requested" in kinds
     assert (workdir / "report.md").exists() and (workdir / "report.png").exists()
+    assert "re-measured A/B, at most 3 pairs" in (workdir / "report.md").read_text()
 
 
 def test_each_proposal_moves_one_lever_with_a_hypothesis(
