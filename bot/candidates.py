@@ -108,8 +108,8 @@ class CandidateSteps(ExtraRuns):
             return
         else:
             first = judge_finished(state, self._result(record))
-            if first["decision"] == "remeasure":  # in (0, bar]: A/B pairs decide
-                paired = self.remeasure(state, record)
+            if first["decision"] == "remeasure":  # A/B pairs decide, or confirm a clear gain
+                paired = self.remeasure(state, record, first.pop("confirm_bar", None))
                 if paired is None:
                     return
                 first.update(paired)

@@ -21,8 +21,11 @@ from gate.events_judgement import Arm, Phase, RunRequested
 
 
 class ExtraRuns(CampaignCore):
-    def remeasure(self, state: CampaignState, record: TrialRecord) -> dict[str, Any] | None:
-        """One step of a candidate's A/B re-measurement; its verdict once decided, else None."""
+    def remeasure(
+        self, state: CampaignState, record: TrialRecord, confirm_bar: float | None = None
+    ) -> dict[str, Any] | None:
+        """One step of a candidate's A/B re-measurement; its verdict once decided, else None.
+        ``confirm_bar``: its first run beat that one-run bar (``paired_outcome``)."""
         trial = record.trial
         runs = state.judgement.requested(trial, "remeasure")
         refused = self._next_run(state, runs)
@@ -30,7 +33,7 @@ class ExtraRuns(CampaignCore):
             return {"decision": "close", "reason": f"not decided: {refused}"}
         if any(state.trials.get(r.trial) is None or not _finished(state, r) for r in runs):
             return None  # a run just finished: decide on the next call
-        verdict = paired_outcome(state, runs)
+        verdict = paired_outcome(state, runs, confirm_bar)
         if verdict is not None:
             return verdict
         arm: Arm = "incumbent" if len(runs) % 2 == 0 else "candidate"

@@ -66,7 +66,11 @@ def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
     verdict.update(score=score, gain=gain, threshold=model.threshold, bar=bar)
     decision = sequential.first_run(gain, bar)
     remeasure = state.params is None or state.params.max_pairs >= sequential.MIN_PAIRS
-    if decision == "merge":
+    if decision == "merge" and remeasure:  # one interleaved pair confirms it (docs/judgement.md)
+        decision = "remeasure"
+        verdict["confirm_bar"] = bar
+        reason = f"{gain:+.1%} beats the one-run bar {bar:.1%}: one interleaved pair confirms"
+    elif decision == "merge":
         reason = f"{gain:+.1%} beats the one-run bar {bar:.1%}"
     elif decision == "remeasure" and not remeasure:
         decision = "close"
@@ -105,14 +109,30 @@ def pairs_of(
     return list(zip(scores[0::2], scores[1::2], strict=False)), problem
 
 
-def paired_outcome(state: CampaignState, runs: list[RunRequested]) -> dict[str, Any] | None:
+def paired_outcome(
+    state: CampaignState, runs: list[RunRequested], confirm_bar: float | None = None
+) -> dict[str, Any] | None:
     """The ``trial_judged`` fields once the A/B runs of a candidate decide it; None while more
-    runs are needed (the next one is A when ``runs`` is even, else B)."""
+    runs are needed (the next one is A when ``runs`` is even, else B). ``confirm_bar``: the
+    first run beat this one-run bar, so one pair whose difference beats it too merges."""
     pairs, problem = pairs_of(state, runs)
     if problem is not None:
         return {"decision": "close", "reason": f"re-measured A/B: {problem}", "pairs": len(pairs)}
     if len(runs) % 2 == 1:
         return None
+    if confirm_bar is not None and len(pairs) == 1:
+        (d,) = sequential.differences(pairs)
+        if d <= confirm_bar:
+            return None  # not confirmed: the paired rule decides from more pairs
+        why = f"{d:+.1%} in one interleaved pair beats the one-run bar {confirm_bar:.1%} again"
+        return {
+            "decision": "merge",
+            "reason": f"re-measured A/B: {why}",
+            "pairs": 1,
+            "paired_mean": d,
+            "paired_se": None,
+            "bar": confirm_bar,
+        }
     max_pairs = state.params.max_pairs if state.params else sequential.MAX_PAIRS
     verdict = sequential.decide(pairs, max_pairs=max_pairs, noise=judging_noise(state))
     if verdict.decision == "more":

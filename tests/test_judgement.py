@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bot.campaign_state import CampaignState, TrialRecord, history
-from bot.judgement import judge_finished
+from bot.judgement import judge_finished, paired_outcome
 from gate.models import NoiseModel, TrialResult
 
 NOISE = NoiseModel(runs=5, mean=1000.0, std=20.0, cv=0.02, threshold=0.06)
@@ -43,7 +43,7 @@ BAR = 4.9076 * 0.02 * math.sqrt(1 + 1 / 5)
 @pytest.mark.parametrize(
     ("score", "decision", "reason"),
     [
-        (1120.0, "merge", "+12.0% beats the one-run bar 10.8%"),
+        (1120.0, "remeasure", "+12.0% beats the one-run bar 10.8%: one interleaved pair confirms"),
         (1070.0, "remeasure", "+7.0% is within the one-run bar 10.8%: re-measured A/B"),
         (1001.0, "remeasure", "+0.1% is within"),
         (1000.0, "close", "+0.0%: no faster than the incumbent"),
@@ -58,6 +58,7 @@ def test_one_run_merges_beyond_the_bar_and_the_zone_below_it_is_re_measured(
     assert verdict["gain"] == pytest.approx(score / 1000.0 - 1)
     assert verdict["bar"] == pytest.approx(BAR, rel=1e-4) and verdict["threshold"] == 0.06
     assert verdict["post_passed"] is True
+    assert ("confirm_bar" in verdict) == (score == 1120.0)
 
 
 def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
@@ -124,3 +125,36 @@ def test_the_agent_sees_the_a_b_mean_where_pairs_ran() -> None:
     items = {item.trial: item for item in history(s)}
     assert items["c1"].gain == pytest.approx(-0.01)
     assert items["c2"].gain == pytest.approx(-0.2)
+
+
+def test_a_first_run_beyond_the_bar_merges_when_one_interleaved_pair_confirms_it() -> None:
+    """The first run can beat the bar because the calibration ran in a slow spell; a pair run
+    side by side cannot: it merges only when that pair's difference beats the bar too, and
+    otherwise the paired rule decides from more pairs."""
+    from gate.events_judgement import RunRequested
+
+    def with_pair(a: float, b: float) -> tuple[CampaignState, list[RunRequested]]:
+        s = state()
+        runs = []
+        for arm, trial, score in (("incumbent", "c1-a1", a), ("candidate", "c1-b1", b)):
+            s.trials[trial] = TrialRecord(
+                trial=trial, role="remeasure", finished={"status": "ok", "score": score}
+            )
+            runs.append(
+                RunRequested(
+                    trial=trial,
+                    phase="remeasure",
+                    of="c1",
+                    arm=arm,  # type: ignore[arg-type]
+                    recipe_of="baseline" if arm == "incumbent" else "c1",
+                    pair=1,
+                )
+            )
+        return s, runs
+
+    confirmed = paired_outcome(*with_pair(1000.0, 1150.0), confirm_bar=BAR)
+    assert confirmed is not None and confirmed["decision"] == "merge"
+    assert confirmed["pairs"] == 1 and confirmed["paired_mean"] == pytest.approx(0.15)
+    assert "beats the one-run bar 10.8% again" in confirmed["reason"]
+    assert paired_outcome(*with_pair(1000.0, 1050.0), confirm_bar=BAR) is None  # more pairs
+    assert paired_outcome(*with_pair(1000.0, 1150.0)) is None  # no bar: the paired rule, 3 pairs

@@ -1,7 +1,7 @@
 """The sharper judgement inside a campaign: a gain in the zone re-measured A/B then decided, a
-clear gain merged on one run, the pair cap, the noise recalibrated after a merge that moved
-threads, the final confirmation with its interval, and a campaign killed in the middle of a
-re-measurement resumed without losing or repeating a run.
+clear gain merged once one interleaved pair confirms it, the pair cap, the noise recalibrated
+after a merge that moved threads, the final confirmation with its interval, and a campaign
+killed in the middle of a re-measurement resumed without losing or repeating a run.
 
 The campaign, the executor, the ledger, the forge, the launch checks and the metric parsing are
 the real ones; two TEST DOUBLES stand in for what would make the scores random: a backend whose
@@ -200,7 +200,8 @@ def of(events: list[LedgerEvent], kind: str, **match: Any) -> list[dict[str, Any
 
 # c1 (threads 1 -> 2) lands at +2% on its first run, then its A/B pairs show +6%: merged after
 # 3 pairs; threads changed the variance, so c1's noise is recalibrated from its 4 runs and one
-# more; c2 (micro-batch 2) is +30% on its one run: merged; c3 (attention sdpa) lands in the zone
+# more; c2 (micro-batch 2) is +30% on its one run, beyond the bar, and one interleaved pair
+# confirms it: merged; c3 (attention sdpa) lands in the zone
 # and its pairs wander between +1% and +6%: closed at the cap. The campaign ends: c2 confirmed
 # against the baseline.
 MOVES: list[dict[str, tuple[Any, Any]]] = [
@@ -218,6 +219,8 @@ SPEEDS = {
     "c1-b": 1060.0,
     "recal-c1": 1060.0,
     "c2": 1060.0 * 1.3,
+    "c2-a": 1060.0,
+    "c2-b": 1060.0 * 1.3,
     "c3": 1060.0 * 1.3 * 1.02,
     "c3-a": 1060.0 * 1.3,
     **{f"c3-b{k}": 1060.0 * 1.3 * (1 + d) for k, d in enumerate(C3_PAIRS, 1)},
@@ -252,11 +255,15 @@ def test_a_gain_in_the_zone_is_re_measured_a_b_then_merged(finished: list[Ledger
     assert kinds.index(("run_requested", "c1-a1")) < kinds.index(("trial_started", "c1-a1"))
 
 
-def test_a_gain_well_beyond_the_bar_merges_on_one_run(finished: list[LedgerEvent]) -> None:
+def test_a_gain_well_beyond_the_bar_merges_once_one_interleaved_pair_confirms_it(
+    finished: list[LedgerEvent],
+) -> None:
     [judged] = of(finished, "trial_judged", trial="c2")
-    assert judged["decision"] == "merge" and judged["pairs"] is None
-    assert judged["gain"] > judged["bar"]
-    assert not of(finished, "run_requested", of="c2", phase="remeasure")
+    assert judged["decision"] == "merge" and judged["pairs"] == 1
+    assert judged["gain"] > judged["bar"] and judged["paired_mean"] > judged["bar"]
+    assert "beats the one-run bar" in judged["reason"] and "again" in judged["reason"]
+    runs = of(finished, "run_requested", of="c2", phase="remeasure")
+    assert [r["recipe_of"] for r in runs] == ["c1", "c2"]
 
 
 def test_an_unclear_candidate_stops_at_the_pair_cap(finished: list[LedgerEvent]) -> None:
@@ -301,7 +308,7 @@ def test_the_winner_is_confirmed_against_the_baseline_with_an_interval(
     kinds = [e.kind for e in finished]
     assert kinds.index("confirmation_finished") + 1 == kinds.index("campaign_stopped")
     roles = Counter(p["role"] for p in of(finished, "trial_started"))
-    assert roles["confirmation"] == 6 and roles["remeasure"] == 6 + len(
+    assert roles["confirmation"] == 6 and roles["remeasure"] == 6 + 2 + len(
         of(finished, "run_requested", of="c3")
     )
 
@@ -404,7 +411,8 @@ def test_a_confirmation_cut_short_keeps_the_pairs_it_measured(
     """The third baseline run of the confirmation fails: the two pairs before it stand, with
     their interval and a note saying why there are not three."""
     workdir = open_small(tmp_path, write_recipe)
-    table = {"baseline": 1000.0, "c1": 1300.0, "confirm-c1-a": 1000.0, "confirm-c1-b": 1300.0}
+    table = {"baseline": 1000.0, "c1": 1300.0, "c1-a": 1000.0, "c1-b": 1300.0}
+    table.update({"confirm-c1-a": 1000.0, "confirm-c1-b": 1300.0})
     state = campaign(workdir, [{"micro_batch_size": (1, 2)}], speeds(table), fail="confirm-c1-a3")
     state_after = state.run()
     confirmed = state_after.judgement.confirmed
