@@ -38,16 +38,19 @@ def judgement_section(state: CampaignState) -> list[str]:
     """Markdown lines of the report's judgement section."""
     out = ["", "## Judgement", ""]
     cap = state.params.max_pairs if state.params else sequential.MAX_PAIRS
-    ab = (
-        f"is re-measured A/B, at most {cap} pairs, and merges only when the mean paired "
-        "difference beats max(3%, k x its standard error), k >= 3"
-        if cap
-        else "closes (A/B re-measurement is off)"
-    )
-    out.append(
-        f"One run merges beyond the one-run bar (at least the threshold); a gain in (0, bar] "
-        f"{ab} (`docs/judgement.md`)."
-    )
+    if cap:
+        text = (
+            "A first run beyond the one-run bar (at least the threshold) merges once one "
+            "interleaved pair beats the bar too; a gain in (0, bar], or one that pair does not "
+            f"bear out, is re-measured A/B, at most {cap} pairs, and merges only when the mean "
+            "paired difference beats max(3%, k x its standard error), k >= 3"
+        )
+    else:
+        text = (
+            "One run merges beyond the one-run bar (at least the threshold); a gain in (0, bar] "
+            "closes (A/B re-measurement is off)"
+        )
+    out.append(f"{text} (`docs/judgement.md`).")
     out.append("")
     rows = [t for t in state.candidates if t.judged and t.judged.get("pairs") is not None]
     for t in rows:
