@@ -18,6 +18,7 @@ from bot.lessons_campaign import propose_lessons
 from bot.recipe_edit import apply_changes
 from gate import noise
 from gate.errors import AttuneError
+from gate.models import EffectiveConfig
 from runners.bench import Launch
 
 PROFILE_TRIES = 2
@@ -161,6 +162,7 @@ class Campaign(CandidateSteps):
 
     def probe_of(self, state: CampaignState) -> ProbeOf:
         incumbent = state.incumbent_recipe_text
+        baseline: list[EffectiveConfig] = []  # resolved once, on the first probe
 
         def probe(changes: dict[str, object]) -> Probe | None:
             try:
@@ -169,8 +171,16 @@ class Campaign(CandidateSteps):
             except AttuneError:
                 return None
             memory = self.executor.memory_verdict(effective)
+            if not baseline:
+                baseline.append(self.baseline_effective(state))
             fits, why = memory if memory is not None else (True, None)
-            return Probe(fingerprint=effective.fingerprint(), fits=fits, memory=why)
+            return Probe(
+                fingerprint=effective.fingerprint(),
+                fits=fits,
+                memory=why,
+                effective=effective,
+                baseline=baseline[0],
+            )
 
         return probe
 

@@ -216,8 +216,11 @@ class ProfileRequest(BaseModel):
 
 
 class Stop(BaseModel):
-    reason: Literal["budget", "exhausted", "max_trials", "agent_error", "agent_spend_cap"]
-    """``agent_*``: the LLM agent's API failed past its retries or its spend cap is reached."""
+    reason: Literal[
+        "budget", "exhausted", "max_trials", "agent_error", "agent_spend_cap", "requested"
+    ]
+    """``agent_*``: the LLM agent's API failed past its retries or its spend cap is reached;
+    ``requested``: ``attune stop`` interrupted the agent's tool call."""
     evidence: list[str]
     """What was considered and why nothing is left (one line per lever option)."""
 
@@ -269,6 +272,11 @@ class Probe(BaseModel):
     """False when the memory model predicts the move does not fit the device."""
     memory: str | None = None
     """The memory model's one-line verdict (predicted peak, capacity, margin), if it has one."""
+    effective: EffectiveConfig | None = None
+    """The incumbent with the move's changes, resolved: what the pre-launch gate will judge."""
+    baseline: EffectiveConfig | None = None
+    """The campaign's baseline the gate judges it against (with ``effective``, the agent runs
+    the gate's own judgement before proposing)."""
 
 
 ProbeOf = Callable[[dict[str, object]], "Probe | None"]
