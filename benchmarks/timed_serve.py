@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.github.app import create_app
 from bot.github.client import installation_clients
+from bot.github.http_limits import uvicorn_config
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 
@@ -62,7 +63,15 @@ def main() -> int:
     settings = Settings()  # type: ignore[call-arg]  (the fields come from ATTUNE_* variables)
     clients = installation_clients(settings)
     app = create_app(settings, GitHubCampaigns(settings, clients), clients)
-    uvicorn.run(Timed(app), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    config = uvicorn_config(
+        Timed(app),
+        settings,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )
+    uvicorn.Server(config).run()  # the limits attune serve runs under
     return 0
 
 

@@ -23,6 +23,7 @@ from github import Auth, Github
 
 from bot.github.app import create_app
 from bot.github.client import installation_clients
+from bot.github.http_limits import uvicorn_config
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 from tests.conftest import SMALL_CONFIG
@@ -107,10 +108,13 @@ class App:
         clients = installation_clients(self.settings, **NO_WAIT)
         self.campaigns = GitHubCampaigns(self.settings, clients)
         app = create_app(self.settings, self.campaigns, clients)
+        self.app = app
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+            uvicorn_config(
+                app, self.settings, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -48,6 +48,25 @@ class Settings(BaseSettings):
     (maintenance: a later start with workers handles what was queued)."""
     delivery_retention_s: float = Field(30 * 86400.0, gt=0)
     """How long delivery ids and handled commands are kept for de-duplication."""
+    max_budget_hours: float = Field(4.0, gt=0, allow_inf_nan=False)
+    """The most GPU-hours one ``/attune tune`` may ask for (``budget=``); a larger ask is
+    refused with a reply that states this cap."""
+    max_steps: int = Field(2000, ge=2, le=10_000)
+    """The most steps per benchmark ``/attune tune`` may ask for (``steps=``)."""
+    max_body_bytes: int = Field(1024 * 1024, ge=64 * 1024)
+    """Webhook bodies larger than this are answered 413 and never read whole. The consumed
+    events fit: an ``issue_comment`` carries a comment and the pull request's description,
+    each at most 65,536 characters (under 400 kB each even fully escaped in JSON)."""
+    read_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """A request's headers and body must arrive within this many seconds of its first byte;
+    a connection still sending then is closed."""
+    max_buffered_bytes: int = Field(16 * 1024 * 1024, ge=1024 * 1024)
+    """Bytes of webhook bodies held at once across all connections; a body waits for room up
+    to its read deadline, then is answered 503."""
+    max_connections: int = Field(100, ge=1)
+    """Open connections (and requests in flight) served at once; uvicorn answers 503 beyond."""
+    keepalive_timeout_s: int = Field(5, ge=1)
+    """An idle kept-alive connection is closed after this many seconds."""
 
     @field_validator("allowed_repositories", mode="before")
     @classmethod
@@ -64,6 +83,15 @@ class Settings(BaseSettings):
             if not (owner and sep and name) or "/" in name:
                 raise ValueError(f"{repo!r} is not owner/name")
         return value
+
+    @model_validator(mode="after")
+    def _a_body_fits_the_buffer(self) -> Settings:
+        if self.max_buffered_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_buffered_bytes ({self.max_buffered_bytes}) is below max_body_bytes "
+                f"({self.max_body_bytes}): no body could be read"
+            )
+        return self
 
     def private_key(self) -> str:
         return self.private_key_path.read_text()
