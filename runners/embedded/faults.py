@@ -30,10 +30,11 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
-from torch import nn
+if TYPE_CHECKING:  # torch is imported where a hook runs: the webhook server imports FAULT_ENV
+    import torch
+    from torch import nn
 
 FAULT_ENV = "ATTUNE_FAULT"
 LABEL_NOISE = 0.02
@@ -63,6 +64,8 @@ class Fault:
             while True:
                 time.sleep(3600)
         if self.name == "oom_at_step":
+            import torch
+
             torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses
 
 
@@ -87,6 +90,9 @@ def gather_mlp_shards(model: nn.Module, rank: int, world: int, fault: Fault) -> 
     world - 1 - r, so the last rank's shard comes first)."""
     if fault.name != "misshard_mlp" or world < 2:
         return
+    import torch
+    import torch.distributed as dist
+
     with torch.no_grad():
         for name, param in model.named_parameters():
             if not name.endswith("mlp.fc.weight"):
@@ -100,6 +106,8 @@ def gather_mlp_shards(model: nn.Module, rank: int, world: int, fault: Fault) -> 
 def gradients_on_the_wire(flat: torch.Tensor, rank: int, world: int, fault: Fault) -> torch.Tensor:
     """``drop_grad_reduce``: the last rank contributes zeros to the gradient all-reduce."""
     if fault.name == "drop_grad_reduce" and rank == world - 1:
+        import torch
+
         return torch.zeros_like(flat)
     return flat
 
@@ -108,6 +116,8 @@ def corrupt_targets(
     y: torch.Tensor, fault: Fault, *, step: int, rank: int, micro: int, vocab_size: int
 ) -> torch.Tensor:
     """``shift_labels`` and ``label_noise``; other runs get ``y`` back untouched."""
+    import torch
+
     if fault.name == "shift_labels":
         return torch.roll(y, -1, dims=1)
     if fault.name == "label_noise":
