@@ -13,10 +13,21 @@ from bot.interfaces import Agent, Executor, Forge, Role
 from bot.lesson_view import LessonView
 from gate.errors import AttuneError
 from gate.events import StopReason
-from gate.ledger import Ledger
+from gate.ledger import Ledger, LedgerEvent
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import parse_recipe
 from gate.registry import Registry
+
+
+def anchor_line(events: list[LedgerEvent]) -> str:
+    """The ledger's head as the campaign last wrote it, to keep outside the ledger file: the
+    campaign comment and the report carry it, and ``attune ledger verify --anchor SEQ:HASH``
+    catches a ledger cut off before it or rewritten and re-hashed at or before it."""
+    if not events:
+        return "Ledger anchor: none yet (the campaign has no event)."
+    head = events[-1]
+    anchor = f"{head.seq}:{head.hash}"
+    return f"Ledger anchor: `{anchor}` (check with `attune ledger verify --anchor {anchor}`)."
 
 
 class Progress(Protocol):
@@ -99,12 +110,12 @@ class CampaignCore:
 
     def update_campaign_comment(self) -> None:
         """The ONE campaign comment on the tuned pull request, edited in place."""
-        state = self.state()
+        events = self.ledger.events(self.name)
+        state = fold(self.name, events)
         params = self._params(state)
         if state.tuned_pr is None:
             return
+        body = render.campaign_comment(state, budget_h=params.budget_device_hours)
         self.forge.comment(
-            state.tuned_pr,
-            render.campaign_comment(state, budget_h=params.budget_device_hours),
-            marker=render.CAMPAIGN_MARKER,
+            state.tuned_pr, f"{body}\n\n{anchor_line(events)}", marker=render.CAMPAIGN_MARKER
         )

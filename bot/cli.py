@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER)
         if name == "show":
             p.add_argument("--campaign")
+        else:  # SEQ:HASH heads copied from campaign comments or reports
+            p.add_argument("--anchor", action="append", default=[], metavar="SEQ:HASH")
 
     lessons = sub.add_parser("lessons", help="the experience bank (registry/lessons/)")
     lessons_sub = lessons.add_subparsers(dest="lessons_command", required=True)
@@ -263,7 +265,7 @@ def dispatch(args: argparse.Namespace) -> int:
     from bot.commands.ledger import ledger_show, ledger_verify
 
     if args.ledger_command == "verify":
-        return ledger_verify(args.ledger)
+        return ledger_verify(args.ledger, anchors=args.anchor)
     return ledger_show(args.ledger, campaign=args.campaign)
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bot.campaign_core import anchor_line
 from bot.campaign_state import CampaignState, TrialRecord, fold
 from bot.lessons_campaign import FINAL
 from bot.render.text import harness_note, llm_line
@@ -279,6 +280,7 @@ def write_report(events: list[LedgerEvent], workdir: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     report = build_report(events)
     md = workdir / "report.md"
-    md.write_text(render_markdown(report), encoding="utf-8")
+    ledger = ["## Ledger", "", anchor_line(events), ""]
+    md.write_text(render_markdown(report) + "\n".join(["", *ledger]), encoding="utf-8")
     render_plot(report, workdir / "report.png")
     return md

@@ -8,7 +8,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -18,6 +18,9 @@ from gate import ledger_file
 from gate.errors import AttuneError
 from gate.event_codec import EventError, parse_event, to_payload
 from gate.events import MODELS, Event
+from gate.ledger_proof import Anchor as Anchor
+from gate.ledger_proof import VerifyReport as VerifyReport
+from gate.ledger_proof import anchor_problem
 from gate.models import canonical_json
 
 EventKind = Literal[
@@ -76,16 +79,6 @@ class LedgerEvent(BaseModel):
     def event(self) -> Event:
         """The payload as its kind's typed, immutable event (0.1 payloads upcast)."""
         return parse_event(self.kind, self.payload)
-
-
-class VerifyReport(BaseModel):
-    """What ``attune ledger verify`` found."""
-
-    ok: bool
-    checked: int
-    """Events whose link and hash were good, counted from seq 1."""
-    first_broken_seq: int | None = None
-    reason: str | None = None
 
 
 def event_hash(seq: int, at: float, campaign: str, kind: str, payload: Any, prev_hash: str) -> str:
@@ -164,17 +157,30 @@ class Ledger:
             ).fetchall()
         return [name for (name,) in rows]
 
-    def verify(self) -> VerifyReport:
-        """Re-hash the whole chain and check the append-only triggers are still in place.
+    def head(self) -> Anchor | None:
+        """The last event's (seq, hash); None while the ledger is empty."""
+        with self._lock:
+            row = self._conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+            found = row.fetchone()
+        return None if found is None else Anchor(seq=found[0], hash=found[1])
 
-        Detects edited rows, edited hashes and deleted rows, but not the loss of the last
-        events (truncation), nor a chain rewritten and re-hashed from the tampered row on.
+    def verify(self, anchors: Sequence[Anchor] = ()) -> VerifyReport:
+        """Re-hash the whole chain, check the append-only triggers are in place as created
+        (compared by their SQL text), and check the chain against ``anchors``.
+
+        Without an anchor this detects edited rows, edited hashes and deleted rows, but not the
+        loss of the last events (truncation), nor a chain rewritten and re-hashed from the
+        tampered row on; an anchor past the end names a cut-off tail, and an anchor whose seq
+        holds another hash a rewritten chain.
         """
         prev, checked = GENESIS_HASH, 0
+        head: Anchor | None = None
         with self._lock:
             rows = self._conn.execute(f"{_SELECT} ORDER BY seq").fetchall()
-            found = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-            triggers = {name for (name,) in found}
+            found = self._conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+            ).fetchall()
+        hashes: dict[int, str] = {}
         for seq, at, campaign, kind, text, prev_hash, digest in rows:
             expected = checked + 1
             reason = None
@@ -192,14 +198,33 @@ class Ledger:
                         reason = f"seq {seq} does not match its hash: the row was edited"
             if reason:
                 return VerifyReport(
-                    ok=False, checked=checked, first_broken_seq=expected, reason=reason
+                    ok=False, checked=checked, first_broken_seq=expected, reason=reason, head=head
                 )
             prev, checked = digest, expected
-        missing = [name for name in ledger_file.TRIGGERS if name not in triggers]
-        if missing:
-            reason = f"append-only triggers are missing: {', '.join(missing)}"
-            return VerifyReport(ok=False, checked=checked, reason=reason)
-        return VerifyReport(ok=True, checked=checked)
+            head = Anchor(seq=seq, hash=digest)
+            hashes[seq] = digest
+        trigger_problem = ledger_file.trigger_problem(dict(found))
+        if trigger_problem:
+            return VerifyReport(ok=False, checked=checked, reason=trigger_problem, head=head)
+        problem = anchor_problem(hashes, anchors)
+        if problem:
+            return VerifyReport(
+                ok=False, checked=checked, first_broken_seq=problem[0], reason=problem[1], head=head
+            )
+        return VerifyReport(ok=True, checked=checked, head=head, anchors=len(anchors))
+
+    def require_intact(self, action: str) -> None:
+        """Refuse to ``action`` (resume, report, stop, recover) on a broken chain, naming the
+        first broken row, so nothing is acted on or appended after an edit."""
+        report = self.verify()
+        if report.ok:
+            return
+        at = f" at seq {report.first_broken_seq}" if report.first_broken_seq is not None else ""
+        raise AttuneError(
+            f"the ledger's hash chain is broken{at} ({report.reason}); refusing to {action}; "
+            "`attune ledger verify` shows it",
+            path=str(self.path),
+        )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import sqlite3
 import tempfile
@@ -103,3 +104,32 @@ def check(path: Path) -> None:
         raise refuse("SQLite database without the attune events table")
     if version != SCHEMA_VERSION:
         raise refuse(f"schema version {version}, this attune reads {SCHEMA_VERSION}")
+
+
+@functools.cache
+def trigger_sql() -> dict[str, str]:
+    """Each append-only trigger's SQL text as SQLite stores it for ``SCHEMA``."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        return dict(rows.fetchall())
+    finally:
+        conn.close()
+
+
+def trigger_problem(found: dict[str, str]) -> str | None:
+    """What is wrong with a ledger's triggers (name -> SQL text), or None. A trigger is
+    compared by its text: one re-created under its name with a condition that never holds
+    (``WHEN 0``) refuses nothing, and an extra trigger can change or refuse what is appended."""
+    expected = trigger_sql()
+    missing = [name for name in TRIGGERS if name not in found]
+    if missing:
+        return f"append-only triggers are missing: {', '.join(missing)}"
+    changed = [name for name in TRIGGERS if found[name] != expected[name]]
+    if changed:
+        return f"append-only triggers were changed (their SQL differs): {', '.join(changed)}"
+    extra = sorted(name for name in found if name not in expected)
+    if extra:
+        return f"triggers that attune never creates are present: {', '.join(extra)}"
+    return None

@@ -10,7 +10,7 @@ from bot.console import console
 from bot.render import cost_line, ledger_table
 from bot.report_judgement import confirmation_text
 from gate.errors import AttuneError
-from gate.ledger import Ledger
+from gate.ledger import Anchor, Ledger
 
 
 def _open(path: Path) -> Ledger:
@@ -19,15 +19,28 @@ def _open(path: Path) -> Ledger:
     return Ledger(path)
 
 
-def ledger_verify(path: Path) -> int:
-    """Exit 0 when the chain verifies, 1 with the first broken link otherwise."""
+def ledger_verify(path: Path, anchors: list[str] | None = None) -> int:
+    """Exit 0 when the chain verifies (against every ``SEQ:HASH`` anchor given), 1 with the
+    first broken link otherwise. The head it prints is the anchor to keep for later."""
+    parsed = [Anchor.parse(text) for text in anchors or []]
     with _open(path) as ledger:
-        report = ledger.verify()
+        report = ledger.verify(parsed)
     if report.ok:
-        console.print(f"{path}: ok, {report.checked} events, hash chain intact")
+        against = f", {report.anchors} anchor(s) held" if report.anchors else ""
+        console.print(
+            f"{path}: ok, {report.checked} events, hash chain intact{against}", soft_wrap=True
+        )
+        if report.head is not None:
+            console.print(f"head (anchor): {report.head}", soft_wrap=True)
+        if not report.keyed:
+            console.print(
+                "unkeyed chain: a chain re-hashed after an edit, or a cut-off tail, is caught "
+                "only against an anchor kept outside the ledger (--anchor SEQ:HASH)",
+                soft_wrap=True,
+            )
         return 0
     at = f" at seq {report.first_broken_seq}" if report.first_broken_seq is not None else ""
-    console.print(f"[red]{path}: broken{at}[/]: {report.reason}")
+    console.print(f"[red]{path}: broken{at}[/]: {report.reason}", soft_wrap=True)
     return 1
 
 

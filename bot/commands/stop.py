@@ -29,6 +29,8 @@ RESUMABLE = ("requested", "agent_error", "agent_spend_cap")
 def stop(workdir: Path) -> int:
     if not (workdir / "ledger.db").exists():
         raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
+    with Ledger(workdir / "ledger.db") as ledger:
+        ledger.require_intact("request a stop")
     (workdir / STOP_FILE).write_text("requested by `attune stop`\n")
     console.print(
         f"stop requested: the campaign in {workdir} stops after its current step "

@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
+from bot.campaign_lock import own_campaign_dir
 from bot.campaign_setup import agent_problem, build_campaign, check_pairs, open_campaign
 from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
@@ -120,10 +121,12 @@ def open_new(
         )
 
 
-def open_ledger(workdir: Path) -> tuple[Ledger, str]:
-    """The ledger of the campaign in ``workdir`` and the campaign's name."""
+def open_ledger(workdir: Path, action: str = "run the campaign") -> tuple[Ledger, str]:
+    """The ledger of the campaign in ``workdir`` (a broken chain refused) and its name."""
     if not (workdir / "ledger.db").exists():
         raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
+    with Ledger(workdir / "ledger.db") as checked:
+        checked.require_intact(action)
     ledger = Ledger(workdir / "ledger.db")
     campaigns = ledger.campaigns()
     if not campaigns:
@@ -143,7 +146,7 @@ def run_campaign(
     replaces the one the campaign was opened with (for plugging in another implementation);
     ``lessons_dir`` the experience bank (default ``registry/lessons/``)."""
     ledger, name = open_ledger(workdir)
-    with ledger, sigterm_interrupts():
+    with ledger, own_campaign_dir(workdir), sigterm_interrupts():  # one process owns it
         params = fold(name, ledger.events(name)).params
         backend = make_backend(
             (params.backend if params else None) or "local", should_stop=stop_requested(workdir)
@@ -249,8 +252,8 @@ def tune(
 
 def resume_campaign(workdir: Path, backend: str | None) -> None:
     """``--resume DIR``: withdraw a stop request and run on with the campaign's backend."""
-    ledger, name = open_ledger(workdir)
-    with ledger:
+    ledger, name = open_ledger(workdir, "resume the campaign")
+    with ledger, own_campaign_dir(workdir):  # owned from the withdrawal to the run's end
         params = fold(name, ledger.events(name)).params
         opened_on = (params.backend if params else None) or "local"
         if backend is not None and backend != opened_on:
@@ -260,12 +263,12 @@ def resume_campaign(workdir: Path, backend: str | None) -> None:
                 path=str(workdir),
             )
         withdraw(ledger, name, workdir)
-    run_campaign(workdir)
+        run_campaign(workdir)
 
 
 def report(workdir: Path) -> int:
     """Rebuild the report from the ledger alone."""
-    ledger, name = open_ledger(workdir)
+    ledger, name = open_ledger(workdir, "write its report")
     with ledger:
         path = write_report(ledger.events(name), workdir)
     console.print(f"report: {path}")

@@ -214,6 +214,7 @@ class GitHubCampaigns:
         (opened by a command, never stopped): a restarted app carries on by itself. Returns
         their names."""
         with Ledger(self.settings.ledger_path) as ledger:
+            ledger.require_intact("recover its campaigns")
             states = [fold(name, ledger.events(name)) for name in ledger.campaigns()]
         resumed = []
         for state in states:

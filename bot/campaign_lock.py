@@ -1,0 +1,83 @@
+"""One owner per campaign directory: an exclusive ``flock`` on ``campaign.lock``, held by the
+process that runs (or resumes) the campaign for as long as it does.
+
+Two bots on one directory would both fold the same ledger and both launch the next missing run:
+charged twice, two launches in one trial folder, a false ``baseline_failed``. The lock is
+taken before anything is read or appended; a second process is refused at once, naming the pid
+that holds it. The kernel drops the lock when its holder exits, however it exits (SIGKILL too),
+so a killed bot never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from gate.errors import AttuneError
+
+LOCK_FILE = "campaign.lock"
+"""In the campaign directory; holds the owner's pid (for the refusal's message only)."""
+
+_held: dict[Path, tuple[IO[str], int]] = {}
+"""Directories this process owns -> (the locked file, nesting depth): taking the lock again in
+the owner (``--resume`` then the run) nests instead of refusing itself."""
+_guard = threading.Lock()
+
+
+def _owner(lock: IO[str]) -> str:
+    lock.seek(0)
+    pid = lock.read().strip()
+    return f"pid {pid}" if pid.isdigit() else "another process (pid not written yet)"
+
+
+def _acquire(workdir: Path) -> Path:
+    key = workdir.resolve()
+    with _guard:
+        if key in _held:
+            lock, depth = _held[key]
+            _held[key] = (lock, depth + 1)
+            return key
+        if not key.is_dir():
+            raise AttuneError("no campaign here (not a directory)", path=str(workdir))
+        lock = open(key / LOCK_FILE, "a+")  # noqa: SIM115 - held past this function
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _owner(lock)
+            lock.close()
+            raise AttuneError(
+                f"the campaign is owned by {owner}, another attune process running it; wait "
+                "for it to end or `attune stop` it, then `attune tune --resume`",
+                path=str(workdir),
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        _held[key] = (lock, 1)
+        return key
+
+
+def _release(key: Path) -> None:
+    with _guard:
+        lock, depth = _held[key]
+        if depth > 1:
+            _held[key] = (lock, depth - 1)
+            return
+        del _held[key]
+        lock.close()  # closing the last descriptor drops the flock
+
+
+@contextlib.contextmanager
+def own_campaign_dir(workdir: Path) -> Iterator[None]:
+    """Hold ``workdir``'s campaign lock for the block; AttuneError (exit 2) when another
+    process holds it."""
+    key = _acquire(workdir)
+    try:
+        yield
+    finally:
+        _release(key)
