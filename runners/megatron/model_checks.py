@@ -16,8 +16,9 @@ and CP constraints, fusions that need Transformer Engine. megatron-core 0.19.2 b
   ``__post_init__``) and ``get_megatron_ddp_config`` (megatron/training/training.py:1977,
   DistributedDataParallelConfig's ``__post_init__``).
 
-The machine probes those checks make are answered from the recipe's declared environment, not
-the resolving machine (which has no GPU and no Transformer Engine): the TE version
+The machine probes those checks, and ``validate_args`` before them, make are answered from the
+recipe's declared environment, not the resolving machine (which has no GPU and no Transformer
+Engine): the worker runs both stages inside ``declared_te``. The TE version
 (``megatron.core.utils._te_version``, read by ``is_te_min_version``/``get_te_version``) and the
 fused kernels TE provides (``rope_utils.fused_apply_rotary_pos_emb*``, ``moe_utils.fused_*``:
 module globals that are None without TE). The device architecture is pinned by the worker's
@@ -30,6 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
+import re
+import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +60,16 @@ _FUSED_PERMUTE = (
 _FUSED_PERMUTE_TE = "2.1.0"
 
 
+_PRECISION_AWARE_ADAM_TE = "2.1.0"
+"""From this declared TE version on, TE's ``FusedAdam`` is taken to take the arguments
+``--use-precision-aware-optimizer`` needs (``master_weight_dtype``, ``exp_avg_dtype``,
+``exp_avg_sq_dtype``, ``use_decoupled_grad``; megatron/core/optimizer/optimizer_config.py:450
+imports it and reads its signature): the version Megatron's own check on the same path asks for
+(optimizer_config.py:438). An older declared TE is refused there as Megatron would refuse it."""
+_TE_OPTIMIZERS = ("transformer_engine", "transformer_engine.pytorch",
+                  "transformer_engine.pytorch.optimizers")  # fmt: skip
+
+
 def _declared_kernel(*_: Any, **__: Any) -> Any:
     """Stands for a TE kernel the declared environment provides; never called here."""
     raise RuntimeError("a declared Transformer Engine kernel is not callable while resolving")
@@ -72,11 +87,68 @@ def _patched(module: Any, values: dict[str, Any]) -> Iterator[None]:
             setattr(module, name, value)
 
 
+def _declared_fused_adam(precision_aware: bool) -> type:
+    """A stand-in for TE's ``FusedAdam`` whose signature is the declared version's; it is only
+    inspected while resolving, never instantiated."""
+
+    class FusedAdam:
+        def __init__(self, params: Any, lr: float = 1e-3) -> None:
+            raise RuntimeError("a declared Transformer Engine optimizer is not built here")
+
+    if precision_aware:
+
+        def __init__(
+            self: Any,
+            params: Any,
+            lr: float = 1e-3,
+            *,
+            master_weight_dtype: Any = None,
+            exp_avg_dtype: Any = None,
+            exp_avg_sq_dtype: Any = None,
+            use_decoupled_grad: bool = False,
+        ) -> None:
+            raise RuntimeError("a declared Transformer Engine optimizer is not built here")
+
+        FusedAdam.__init__ = __init__  # type: ignore[method-assign]
+    return FusedAdam
+
+
+@contextlib.contextmanager
+def _declared_te_optimizers() -> Iterator[None]:
+    """``transformer_engine.pytorch.optimizers`` importable, as the declared TE (the version
+    ``declared_te`` set) provides it, when the resolving machine has no TE (the usual case).
+
+    Only around the optimizer config's construction: no other module's import sees it."""
+    from megatron.core import utils  # type: ignore[import-untyped]
+    from packaging.version import Version
+
+    te = utils._te_version
+    if te == Version("0.0.0") or importlib.util.find_spec("transformer_engine") is not None:
+        yield
+        return
+    modules = {name: types.ModuleType(name) for name in _TE_OPTIMIZERS}
+    modules["transformer_engine.pytorch.optimizers"].FusedAdam = _declared_fused_adam(  # type: ignore[attr-defined]
+        te >= Version(_PRECISION_AWARE_ADAM_TE)
+    )
+    modules["transformer_engine"].__path__ = []
+    modules["transformer_engine.pytorch"].__path__ = []
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
 @contextlib.contextmanager
 def declared_te(version: str | None) -> Iterator[None]:
     """Megatron's Transformer Engine probes answer ``version`` (None: ``ASSUMED_TE``;
     ``"none"``: no TE, as megatron-core reports it, version 0.0.0 and no fused kernels)."""
-    from megatron.core import utils  # type: ignore[import-untyped]
+    from megatron.core import utils
     from megatron.core.models.common.embeddings import rope_utils  # type: ignore[import-untyped]
     from megatron.core.transformer.moe import moe_utils  # type: ignore[import-untyped]
     from packaging.version import Version
@@ -93,9 +165,30 @@ def declared_te(version: str | None) -> Iterator[None]:
         yield
 
 
-def check_model(args: Any, *, transformer_engine: str | None) -> None:
+_TE_MESSAGE = re.compile(r"\bTE\b|transformer[ _-]engine", re.IGNORECASE)
+
+
+def declared_te_note(message: str, version: str | None) -> str:
+    """``message`` with the TE version it was checked against, when it is about TE: Megatron's
+    own refusals name the minimum (``requires Transformer Engine >= 2.7.0.dev0``), not the
+    version the recipe declared."""
+    if not _TE_MESSAGE.search(message):
+        return message
+    if version is None:
+        said = f"transformer_engine unset, checked as {ASSUMED_TE}"
+    elif version.lower() == "none":
+        said = "the recipe declares transformer_engine: none"
+    else:
+        said = f"the recipe declares transformer_engine {version}"
+    return f"{message} ({said})"
+
+
+def check_model(args: Any) -> None:
     """Build the configuration dataclasses ``pretrain_gpt.py`` builds from ``args``; whatever
-    they refuse propagates (AssertionError, ValueError, ...). ``args`` is left as it was."""
+    they refuse propagates (AssertionError, ValueError, ...). ``args`` is left as it was.
+
+    Run inside ``declared_te`` (the worker wraps ``validate_args`` and this in it): the TE
+    probes answer the recipe's declared version."""
     from megatron.training import training  # type: ignore[import-untyped]
     from megatron.training.argument_utils import (  # type: ignore[import-untyped]
         core_transformer_config_from_args,
@@ -104,16 +197,16 @@ def check_model(args: Any, *, transformer_engine: str | None) -> None:
     )
 
     args = copy.copy(args)  # the builders never write to it; a copy makes sure of that
-    with declared_te(transformer_engine):
-        transformer = core_transformer_config_from_args(args)
-        if args.padded_vocab_size is None and args.vocab_size is None:
-            # The vocabulary comes from the tokenizer file at run time; finalize never reads
-            # it, gpt_config_from_args only insists it is known (argument_utils.py:477).
-            args.padded_vocab_size = 0
-        if args.hybrid_layer_pattern is not None:
-            model = hybrid_config_from_args(args, config=transformer)
-        else:
-            model = gpt_config_from_args(args, config=transformer)
-        model.finalize()
+    transformer = core_transformer_config_from_args(args)
+    if args.padded_vocab_size is None and args.vocab_size is None:
+        # The vocabulary comes from the tokenizer file at run time; finalize never reads
+        # it, gpt_config_from_args only insists it is known (argument_utils.py:477).
+        args.padded_vocab_size = 0
+    if args.hybrid_layer_pattern is not None:
+        model = hybrid_config_from_args(args, config=transformer)
+    else:
+        model = gpt_config_from_args(args, config=transformer)
+    model.finalize()
+    with _declared_te_optimizers():
         training.get_megatron_optimizer_config(args)
-        training.get_megatron_ddp_config(args)
+    training.get_megatron_ddp_config(args)

@@ -16,7 +16,8 @@ class MegatronRecipe(DistributedRecipe):
     """Target GPU architecture (``sm80``, ``sm90``, ``sm100``), pinned during validation."""
     transformer_engine: str | None = Field(default=None, pattern=r"^(none|\d+(\.\d+){0,2})$")
     """Transformer Engine version on the launch machine (``2.9``, ``1.13.0``), or ``none``:
-    what Megatron's model-build checks are told. Unset: new enough for every one of them
+    what every TE probe of Megatron's validation (``validate_args`` and the model-build checks)
+    is told. Unset: new enough for every one of them
     (``runners.megatron.model_checks.ASSUMED_TE``)."""
 
     @property

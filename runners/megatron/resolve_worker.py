@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runners.megatron.model_checks import check_model
+from runners.megatron.model_checks import check_model, declared_te, declared_te_note
 from runners.source_lines import field_line, relative_to_package
 from runners.worker_support import collect_warnings, json_safe, one_line, pinned, refusal
 
@@ -108,7 +108,11 @@ def _pinned_gpu(arguments: Any, major: int, minor: int) -> Iterator[None]:
 def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -> dict[str, Any]:
     """Resolve one recipe with Megatron's ``arguments`` module and its model-build checks
     (``model_checks``); a refusal becomes ``{"error", "key", "source"}``, and the warnings
-    raised on the way are listed in the result."""
+    raised on the way are listed in the result.
+
+    The declared GPU architecture and Transformer Engine version answer every probe of both
+    stages: ``validate_args`` asks for TE versions too (``--fp4-format`` needs 2.7.0.dev0,
+    ``--qk-clip`` 2.9.0, ``--delay-wgrad-compute`` 2.7-2.12; docs/megatron.md lists them)."""
     world_size = int(recipe["world_size"])
     arch = str(recipe["gpu_arch"])
     major, minor = int(arch[2:-1]), int(arch[-1])
@@ -123,6 +127,7 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
             pinned(env, argv),
             contextlib.redirect_stdout(stderr),
             _pinned_gpu(arguments, major, minor),
+            declared_te(recipe.get("transformer_engine")),
             collect_warnings(package) as warned,
         ):
             capture = io.StringIO()
@@ -135,11 +140,12 @@ def resolve_one(arguments: Any, recipe: dict[str, Any], dests: dict[str, str]) -
             stderr.write(capture.getvalue())
             arguments.validate_args(args)
             stage = "model"
-            check_model(args, transformer_engine=recipe.get("transformer_engine"))
+            check_model(args)
     except _ArgparseError as exc:
         return {"error": one_line(exc), "key": "args"}
     except (AssertionError, ValueError, TypeError, RuntimeError, SystemExit) as exc:
         message = f"{type(exc).__name__}: {one_line(exc)}"
+        message = declared_te_note(message, recipe.get("transformer_engine"))
         return refusal(exc, package, key=stage, message=message)
     values = {k: json_safe(v) for k, v in sorted(vars(args).items()) if not k.startswith("_")}
     if "num_microbatches" not in values:
