@@ -35,6 +35,7 @@ MEGATRON_HARNESS_FLAGS: dict[str, int] = {
     "--skip-train": 0,
     "--save": 1,
     "--save-interval": 1,
+    "--load": 1,
     "--tensorboard-dir": 1,
     "--profile": 0,
     "--use-pytorch-profiler": 0,
@@ -42,9 +43,11 @@ MEGATRON_HARNESS_FLAGS: dict[str, int] = {
     "--profile-step-end": 1,
     "--profile-ranks": -1,
 }
-"""Megatron options the harness sets, with how many values follow each (-1: every token up
-to the next option). Their meaning: megatron/training/arguments.py (core_v0.19.0) and
-megatron/training/config/{training,logger,common}_config.py."""
+"""Megatron options the harness sets or removes, with how many values follow each (-1: every
+token up to the next option). Their meaning: megatron/training/arguments.py (core_v0.19.0) and
+megatron/training/config/{training,logger,common}_config.py. ``--save`` and ``--load`` are
+removed and not replaced: a benchmark starts from the recipe's initialisation, never from a
+checkpoint that another trial (or a production run) left in the folder."""
 
 TORCHTITAN_HARNESS_KEYS = (
     "--training.steps",
@@ -135,6 +138,10 @@ def torchtitan_overrides(
         # traces: {dump_folder}/profiling/traces/iteration_<N>/rank<r>_trace.json.gz
         # (torchtitan/tools/profiler.py:24-26 at 0.3.0)
         trace = str(dump / "profiling" / "traces" / f"iteration_{total}")
+    else:
+        # torchtitan 0.3.0's registered configs turn the profiler on (models/llama3/
+        # config_registry.py:193-194): a run that is not profiled says so explicitly.
+        harness += ["--profiler.no-enable-profiling"]
     return HarnessArgs(
         argv=kept + harness, harness=harness, overridden=overridden, profile_trace=trace
     )

@@ -12,6 +12,7 @@ WORK = Path("/runs/trial")  # not a path: a stand-in work directory, never touch
 def test_megatron_iteration_based_recipe_gets_its_length_and_logging_replaced() -> None:
     recipe = ["--num-layers", "32", "--train-iters", "500000", "--log-interval", "100"]
     recipe += ["--eval-interval=1000", "--save-interval", "1000", "--log-throughput"]
+    recipe += ["--load", "/ckpt/prod"]
     out = megatron_args(
         recipe, steps=12, global_batch_size=128, devices=8, workdir=WORK, profile=False
     )
@@ -21,12 +22,14 @@ def test_megatron_iteration_based_recipe_gets_its_length_and_logging_replaced() 
     assert out.harness[2:4] == ["--log-interval", "1"] and "--log-throughput" in out.harness
     assert out.harness[5:7] == ["--eval-iters", "0"]
     assert "--save" not in out.argv and "--save-interval" not in out.argv
+    assert "--load" not in out.argv  # removed, not replaced: no trial starts from a checkpoint
     assert out.overridden == [
         "--train-iters 500000",
         "--log-interval 100",
         "--eval-interval=1000",
         "--save-interval 1000",
         "--log-throughput",
+        "--load /ckpt/prod",
     ]
     assert out.profile_trace is None
 
@@ -84,6 +87,7 @@ def test_torchtitan_overrides_replace_both_spellings_of_a_switch() -> None:
         "--validator.no-enable",
         "--dump_folder",
         str(WORK / "outputs"),
+        "--profiler.no-enable-profiling",  # the registered configs turn it on
     ]
     assert out.overridden == [
         "--training.steps 1000",
@@ -96,6 +100,7 @@ def test_torchtitan_profiling_names_the_iteration_folder() -> None:
     out = torchtitan_overrides([], steps=12, workdir=WORK, profile=True)
     total = 12 + PROFILE_EXTRA_STEPS
     assert "--profiler.enable-profiling" in out.harness
+    assert "--profiler.no-enable-profiling" not in out.harness
     assert out.profile_trace == str(
         WORK / "outputs" / "profiling" / "traces" / f"iteration_{total}"
     )
