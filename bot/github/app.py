@@ -39,6 +39,32 @@ MAX_DELIVERY_ID = 100
 """``X-GitHub-Delivery`` is a GUID; anything much longer is not GitHub's."""
 
 
+class InFlight:
+    """How many HTTP requests the app is serving right now (read by the command workers)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def busy(self) -> bool:
+        return self.count > 0
+
+    class Counting:
+        """Pure ASGI middleware that keeps ``counter.count``."""
+
+        def __init__(self, app: Any, counter: InFlight) -> None:
+            self.app, self.counter = app, counter
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await self.app(scope, receive, send)
+                return
+            self.counter.count += 1
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.counter.count -= 1
+
+
 def _from_a_bot(payload: dict[str, Any]) -> bool:
     """Comments by bots (this App's own replies included) are never commands."""
     user = (payload.get("comment") or {}).get("user") or {}
@@ -86,7 +112,10 @@ async def _read_capped(
 def create_app(settings: Settings, campaigns: CampaignService, clients: RepoClients) -> FastAPI:
     inbox = Inbox(settings.state_dir / "inbox.db", retention_s=settings.delivery_retention_s)
     group = GroupCommit(inbox)
-    workers = CommandWorkers(inbox, CommandHandler(campaigns, clients), settings.workers)
+    in_flight = InFlight()
+    workers = CommandWorkers(
+        inbox, CommandHandler(campaigns, clients), settings.workers, busy=in_flight.busy
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -177,6 +206,7 @@ def create_app(settings: Settings, campaigns: CampaignService, clients: RepoClie
         return JSONResponse({"status": "ignored"})
 
     app.state.inbox = inbox
+    app.add_middleware(InFlight.Counting, counter=in_flight)
     return app
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -34,11 +35,26 @@ class CampaignService(Protocol):
         """A workflow run or check run of ``repo`` completed: waiting campaigns look again."""
 
 
-class CommandWorkers:
-    """Threads that drain the inbox: each command is handled, then marked done."""
+QUIET_WAIT_S = 1.0
+"""How long a worker lets requests in flight go first before it starts a command anyway."""
 
-    def __init__(self, inbox: Inbox, handle: Callable[[QueuedCommand], None], count: int) -> None:
-        self.inbox, self.handle, self.count = inbox, handle, count
+
+class CommandWorkers:
+    """Threads that drain the inbox: each command is handled, then marked done.
+
+    Acknowledging comes first: a worker starts its next command once no request is in flight
+    (``busy``), or after QUIET_WAIT_S at most. Its GitHub calls are Python that holds the
+    interpreter's lock, and a burst of deliveries would otherwise wait on them for their 202.
+    """
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        handle: Callable[[QueuedCommand], None],
+        count: int,
+        busy: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.inbox, self.handle, self.count, self.busy = inbox, handle, count, busy
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -54,8 +70,14 @@ class CommandWorkers:
         for thread in self._threads:
             thread.join(timeout=10)
 
+    def _after_the_acks(self) -> None:
+        deadline = time.monotonic() + QUIET_WAIT_S
+        while self.busy() and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.005)
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self._after_the_acks()
             item = self.inbox.take()
             if item is None:
                 self.inbox.ready.wait(1.0)
