@@ -340,9 +340,9 @@ def test_settings_and_tokens(tmp_path: Path) -> None:
         SlurmSettings.from_env({"ATTUNE_SLURM_URL": "ctl:6820"})
     with pytest.raises(AttuneError, match="ATTUNE_SLURM_POLL_S"):
         SlurmSettings.from_env({"ATTUNE_SLURM_URL": "http://h:1", "ATTUNE_SLURM_POLL_S": "-1"})
-    base = {"ATTUNE_SLURM_URL": "http://h:6820/", "ATTUNE_SLURM_USER": "ana"}
+    base = {"ATTUNE_SLURM_URL": "https://h:6820/", "ATTUNE_SLURM_USER": "ana"}
     settings = SlurmSettings.from_env(base)
-    assert settings.url == "http://h:6820"
+    assert settings.url == "https://h:6820"
     with pytest.raises(AttuneError, match="exactly one of ATTUNE_SLURM_TOKEN"):
         settings.read_token()
     good = jwt_for("ana", time.time() + 600)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jwt
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -97,7 +99,25 @@ class SlurmSettings(BaseSettings):
                 raise AttuneError(f"{source}: cannot read it: {exc.strerror}") from None
             token = token.removeprefix("SLURM_JWT=")
         check_token(token, user=self.user, source=source)
+        self._over_https_or_loopback()
         return token
+
+    def _over_https_or_loopback(self) -> None:
+        """The token is a bearer credential: it goes only over https, or over plain http to
+        this machine (a tunnel or a local slurmrestd)."""
+        parts = urlsplit(self.url)
+        host = (parts.hostname or "").lower()
+        if parts.scheme == "https" or host == "localhost":
+            return
+        try:
+            if ipaddress.ip_address(host).is_loopback:
+                return
+        except ValueError:
+            pass
+        raise AttuneError(
+            f"ATTUNE_SLURM_URL: {self.url} is plain http to {host or 'no host'}: the token is "
+            "sent only over https, or over http to a loopback address (see docs/slurm.md)"
+        )
 
 
 def check_token(token: str, *, user: str, source: str, now: float | None = None) -> None:
