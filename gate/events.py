@@ -14,7 +14,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.event_base import Event as Event  # re-exported: every kind derives from it
-from gate.events_agent import AgentAssumption, ModelCalled
+from gate.events_agent import (
+    AgentAssumption,
+    ConversationTrimmed,
+    ModelCalled,
+    ToolFinished,
+    ToolStarted,
+)
 from gate.events_campaign import CampaignOpened as CampaignOpened
 from gate.events_judgement import JUDGEMENT_MODELS, Phase, TrialJudged
 from gate.events_lessons import LessonsProposed
@@ -261,3 +267,4 @@ MODELS: dict[str, type[Event]] = {
 }
 MODELS.update((model.KIND, model) for model in JUDGEMENT_MODELS)
 """Kind -> its model; the closed list of event kinds."""
+MODELS.update((m.KIND, m) for m in (ToolStarted, ToolFinished, ConversationTrimmed))

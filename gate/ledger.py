@@ -49,6 +49,9 @@ EventKind = Literal[
     "noise_recalibrated",
     "confirmation_requested",
     "confirmation_finished",
+    "tool_started",
+    "tool_finished",
+    "conversation_trimmed",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
 

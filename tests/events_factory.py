@@ -121,6 +121,27 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "question": "Should I optimise for memory or speed?",
         "answer": "Take the default and record the assumption.",
     },
+    "tool_started": {
+        "conversation": "d0",
+        "call": 0,
+        "tool_use_id": "toolu_1",
+        "name": "get_history",
+    },
+    "tool_finished": {
+        "conversation": "d0",
+        "call": 0,
+        "tool_use_id": "toolu_1",
+        "name": "get_history",
+        "outcome": "ok",
+        "seconds": 0.01,
+    },
+    "conversation_trimmed": {
+        "conversation": "d0",
+        "call": 5,
+        "blocks": 3,
+        "chars_before": 400000,
+        "chars_after": 150000,
+    },
     "run_requested": {
         "trial": "c1-a1",
         "phase": "remeasure",
