@@ -29,6 +29,10 @@ class Turn:
     expect: Callable[[Request], None] | None = None
     hold: threading.Event | None = None
     """Answer only once this is set (a client killed while waiting never gets it)."""
+    usage: dict[str, Any] | None = None
+    """Usage fields to report instead of the computed ones (a hostile server's numbers)."""
+    model: str | None = None
+    """The model the answer claims (default: the one asked for)."""
 
 
 @dataclass
@@ -215,7 +219,7 @@ def _message(body: Request, turn: Turn) -> dict[str, Any]:
         "id": f"msg_{next(_ids):08d}",
         "type": "message",
         "role": "assistant",
-        "model": body["model"],
+        "model": turn.model or body["model"],
         "content": content,
         "stop_reason": turn.stop_reason,
         "stop_sequence": None,
@@ -224,6 +228,7 @@ def _message(body: Request, turn: Turn) -> dict[str, Any]:
             "output_tokens": len(json.dumps(content)) // 4 + 8,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
+            **(turn.usage or {}),
         },
     }
 

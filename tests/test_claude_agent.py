@@ -161,7 +161,8 @@ def test_an_accepted_decision_is_replayed_from_the_ledger_without_a_call(
     assert isinstance(first, Proposal) and first.changes == {"threads": (1, 2)}
     again, server = decide(ledger, view, [])  # killed before the campaign recorded it
     assert again == first and server.requests == []
-    assert [c["decision"] for c in kinds(ledger, "model_called")] == [None, "propose"]
+    assert [c["decision"] for c in kinds(ledger, "tool_finished")] == [None, "propose"]
+    assert [c["name"] for c in kinds(ledger, "tool_started")] == ["read_source", "propose"]
 
 
 def test_lessons_reach_the_model_and_the_ones_it_cites_reach_the_proposal(

@@ -99,7 +99,7 @@ def test_the_source_tree_is_confined_and_capped() -> None:
         tree.grep("import", "gate")
     with pytest.raises(SourceError, match="not a regular expression"):
         tree.grep("(")
-    path, line, _ = tree.grep(r"set_num_threads", "runners/embedded/train.py")[0]
+    path, line, _ = tree.grep(r"set_num_threads", "runners/embedded/train.py").hits[0]
     assert tree.cite(f"{path}:{line}", "threads") == (path, line)
     assert "names version 7" in str(tree.cite(f"{path}:{line}@7", "threads"))
     assert "does not mention lr" in str(tree.cite(f"{path}:{line}", "lr"))
@@ -108,7 +108,7 @@ def test_the_source_tree_is_confined_and_capped() -> None:
 def test_megatron_source_is_the_installed_package_at_its_version() -> None:
     tree = source_tree("megatron", "0.19.2", env={})
     assert tree.package == "megatron" and (tree.root / "megatron" / "core").is_dir()
-    hits = tree.grep(r"tensor_model_parallel_size", "megatron/core/model_parallel_config.py")
+    hits = tree.grep(r"tensor_model_parallel_size:", "megatron/core/model_parallel_config.py").hits
     assert hits and tree.cite(f"{hits[0][0]}:{hits[0][1]}@0.19.2", "tensor_model_parallel_size")
 
 
@@ -139,8 +139,8 @@ def test_settings_say_how_to_set_the_key_and_name_a_bad_variable() -> None:
 def test_a_truncated_turn_runs_nothing_and_a_question_gets_the_default() -> None:
     ran: list[str] = []
 
-    def run(name: str, args: object) -> Outcome:
-        ran.append(name)
+    def run(use: dict[str, Any]) -> Outcome:
+        ran.append(str(use["name"]))
         return Outcome("ok")
 
     use = {"type": "tool_use", "id": "t1", "name": "get_history", "input": {}}

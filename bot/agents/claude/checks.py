@@ -4,15 +4,27 @@ model to correct) or nothing. ``tools.py`` gathers their inputs and sends a refu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
+
+from gate import prelaunch
+from gate.models import EffectiveConfig, ProfileBreakdown
+from gate.registry import Registry
 
 BOTTLENECKS = ("compute", "communication", "memory_copy", "cpu", "idle", "memory")
 HYPOTHESIS = ("changes", "bottleneck", "mechanism", "expected_gain_pct", "source_refs")
 """The fields of a hypothesis, every one required."""
 
 Cite = Callable[[str, str], "tuple[str, int] | str"]
-"""(citation, key) -> (path, line) of a real line naming the key, or why not."""
+"""(citation, key) -> (path, line) of a line where the key is read, defined or consumed, or
+why not."""
+MAX_GAIN_PCT = 100.0
+"""The largest expected gain a hypothesis may claim. The score is tokens per second per
+device, so no layout move of one lever can more than double it in expectation without
+evidence; a bigger claim is refused, not launched on a promise."""
+MIN_SHARE = 0.05
+"""A profile share below this is no bottleneck, whatever the model says."""
 
 
 def missing_fields(args: Mapping[str, Any]) -> list[str]:
@@ -52,6 +64,99 @@ def lever_problem(
     return None
 
 
+def split_problem(changes: Mapping[str, Any], old: Mapping[str, Any]) -> str | None:
+    """A declared coupled split moves devices between its axes: its values are positive
+    integers whose product (the ranks x threads, or the world size, it preserves) is the
+    incumbent's. Called once ``lever_problem`` accepted the key set."""
+    if len(changes) <= 1:
+        return None
+    new_values, old_values = [changes[k] for k in changes], [old.get(k) for k in changes]
+    if not all(_count(v) for v in (*new_values, *old_values)):
+        return "a coupled split's values are positive whole numbers: " + ", ".join(
+            f"{k} {old.get(k)!r} -> {v!r}" for k, v in changes.items()
+        )
+    before = math.prod([int(str(v)) for v in old_values])
+    after = math.prod([int(str(v)) for v in new_values])
+    if before != after:
+        moves = ", ".join(f"{k} {old.get(k)} -> {v}" for k, v in changes.items())
+        return (
+            f"{moves} is not a split: the product of {', '.join(changes)} goes from {before} "
+            f"to {after}; a coupled split keeps it (halve one, double the other)"
+        )
+    return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def hypothesis_problems(
+    bottleneck: str | None,
+    gain_pct: float | None,
+    profile: ProfileBreakdown | None,
+    why: str | None = None,
+) -> list[str]:
+    """The bottleneck agrees with the profile and the expected gain is bounded.
+
+    The gain is at most ``MAX_GAIN_PCT``; with a profile, at most what removing the named
+    bottleneck entirely could give (Amdahl: share s of the step -> s / (1 - s)). The named
+    bottleneck must be a share of at least ``MIN_SHARE``, and the profile's largest share
+    unless ``why`` says why not."""
+    problems = []
+    if gain_pct is not None and (not math.isfinite(gain_pct) or gain_pct > MAX_GAIN_PCT):
+        problems.append(
+            f"expected_gain_pct {gain_pct:g} is beyond what one layout move can claim "
+            f"(at most {MAX_GAIN_PCT:g}%)"
+        )
+    if profile is None or bottleneck is None or bottleneck == "memory":
+        return problems
+    shares = {
+        "compute": profile.compute,
+        "communication": profile.communication,
+        "memory_copy": profile.memory_copy,
+        "cpu": profile.cpu,
+        "idle": profile.idle,
+    }
+    share = shares.get(bottleneck)
+    if share is None:
+        return problems
+    top = max(shares, key=lambda k: shares[k])
+    listed = ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
+    if share < MIN_SHARE:
+        problems.append(
+            f"the profile gives {bottleneck} {share:.0%} of the step ({listed}): it is not the "
+            "bottleneck"
+        )
+        return problems
+    if top != bottleneck and not (why and len(why.split()) >= 5):
+        problems.append(
+            f"the profile's largest share is {top} ({listed}), not {bottleneck}: name it, or "
+            "say in bottleneck_why why this move targets a smaller share"
+        )
+    ceiling = 100.0 * share / (1.0 - share) if share < 1 else math.inf
+    if gain_pct is not None and math.isfinite(gain_pct) and gain_pct > ceiling:
+        problems.append(
+            f"expected_gain_pct {gain_pct:g} exceeds what removing all {bottleneck} time "
+            f"({share:.0%} of the step) could give: {ceiling:.0f}%"
+        )
+    return problems
+
+
+def gate_problems(
+    baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Registry
+) -> list[str]:
+    """The pre-launch gate's own judgement (``gate.prelaunch.judge``, the registry's ``when:``
+    conditions applied to the baseline/candidate pair): any finding that is not layout is a
+    refusal here, before a pull request or a trial slot is spent on it."""
+    report = prelaunch.judge(baseline, candidate, registry)
+    return [
+        f"the gate would {'reject' if f.key_class != 'unknown' else 'send to review'} it: "
+        f"{f.key} {f.baseline!r} -> {f.candidate!r} is {f.key_class} ({f.reason})"
+        for f in report.findings
+        if f.key_class != "layout"
+    ]
+
+
 def layout_problems(keys: Iterable[str], layout: Collection[str]) -> list[str]:
     """Every changed key must be classified layout by the registry."""
     return [
@@ -62,10 +167,16 @@ def layout_problems(keys: Iterable[str], layout: Collection[str]) -> list[str]:
 
 
 def citation_problems(
-    keys: Collection[str], refs: Iterable[str], cite: Cite, read: Collection[tuple[str, int]]
+    keys: Collection[str],
+    refs: Iterable[str],
+    cite: Cite,
+    read: Collection[tuple[str, int]],
+    same_turn: Collection[tuple[str, int]] = (),
 ) -> list[str]:
-    """Each citation resolves to a real line of the framework source naming a changed key, a
-    line this conversation has read; each changed key has one."""
+    """Each citation resolves to a line of the framework source where a changed key is read,
+    defined or consumed, a line returned to the model in an earlier turn (``read``; one
+    shown in this same turn, ``same_turn``, it had not seen when it wrote the citation);
+    each changed key has one."""
     problems, cited = [], set()
     for ref in refs:
         answers = {key: cite(ref, key) for key in keys}
@@ -74,7 +185,12 @@ def citation_problems(
             problems.append(str(next(iter(answers.values()), f"{ref!r} cites nothing")))
             continue
         for key, (path, line) in hits.items():
-            if (path, line) not in read:
+            if (path, line) in same_turn and (path, line) not in read:
+                problems.append(
+                    f"{ref!r}: {path}:{line} was returned in this same turn, after you wrote "
+                    "the citation: cite it in a later turn"
+                )
+            elif (path, line) not in read:
                 problems.append(f"{ref!r}: read {path} around line {line} before citing it")
             else:
                 cited.add(key)

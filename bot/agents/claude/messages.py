@@ -4,6 +4,7 @@ conversation."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,22 @@ from bot.interfaces import AgentView
 TAKE_THE_DEFAULT = (
     "No one answers questions during a campaign. Take the default and record the assumption: "
     "state it in one line, then act with one tool call (propose, request_profile or stop)."
+)
+MAX_TOOL_CALLS = 8
+"""Tool calls of one turn that run; the rest are answered "not run" (a turn of ~100 reads
+once grew the next request past the context)."""
+MAX_CONVERSATION_CHARS = 300_000
+"""Characters of a request's messages (JSON) at most, about 75k tokens: older tool results
+are summarised in one line each past it (``bound``)."""
+KEEP_CHARS = 200
+"""A block this short is kept whole when trimming."""
+TOO_MANY = (
+    "not run: at most {cap} tool calls per turn; ask for this one again in your next turn if "
+    "you still need it"
+)
+TRIMMED = (
+    "[trimmed to keep the conversation within its bound: a {name} result of {chars:,} "
+    "characters; call it again if you need it]"
 )
 TRUNCATED = (
     "Your answer was cut off at max_tokens{where}. Be brief: one short tool call, no long "
@@ -71,12 +88,17 @@ class Reply:
     """The model's text when it asked instead of acting."""
     ok: bool = False
     """Whether the turn did something useful (a tool ran without error)."""
+    interrupted: bool = False
+    """``attune stop`` interrupted one of its tool calls: the conversation pauses there."""
 
 
 def reply(
-    content: list[dict[str, Any]], stop_reason: str | None, run: Callable[[str, Any], Outcome]
+    content: list[dict[str, Any]],
+    stop_reason: str | None,
+    run: Callable[[dict[str, Any]], Outcome],
 ) -> Reply:
-    """Run the turn's tool calls (none when the answer was truncated) and answer them."""
+    """Run the turn's tool calls (none when the answer was truncated; at most
+    ``MAX_TOOL_CALLS``) and answer them. ``run`` gets each ``tool_use`` block."""
     uses = [b for b in content if b.get("type") == "tool_use"]
     text = "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text").strip()
     if stop_reason == "max_tokens":
@@ -88,13 +110,80 @@ def reply(
     if not uses:
         return Reply([{"type": "text", "text": TAKE_THE_DEFAULT}], question=text or "(empty)")
     results, ok = [], False
-    for use in uses:
-        outcome = run(str(use.get("name")), use.get("input"))
+    for n, use in enumerate(uses):
+        if n >= MAX_TOOL_CALLS:
+            results.append(_result(use["id"], TOO_MANY.format(cap=MAX_TOOL_CALLS), True))
+            continue
+        outcome = run(use)
+        if outcome.interrupted:
+            return Reply(results, interrupted=True)
         results.append(_result(use["id"], outcome.text, outcome.is_error))
         ok = ok or not outcome.is_error
         if outcome.decision is not None:
             return Reply(results, decision=outcome.decision, ok=True)
     return Reply(results, ok=ok)
+
+
+@dataclass
+class Bounded:
+    messages: list[dict[str, Any]]
+    blocks: int
+    """Blocks summarised."""
+    chars_before: int
+    chars_after: int
+
+
+def _chars(value: Any) -> int:
+    return len(json.dumps(value, default=str))
+
+
+def bound(history: list[dict[str, Any]], limit: int | None = None) -> Bounded:
+    """``history`` within ``limit`` characters: the oldest tool results first, then the
+    oldest long texts and tool inputs, are replaced by a one-line summary; the opening and
+    the last message (the results the model is about to read) are kept. A pure function of
+    the history, so a replayed conversation is trimmed the same way, and a resumed one whose
+    recorded turns outgrew the context still fits."""
+    limit = MAX_CONVERSATION_CHARS if limit is None else limit
+    before = _chars(history)
+    if before <= limit:
+        return Bounded(history, 0, before, before)
+    names = {
+        b.get("id"): str(b.get("name"))
+        for m in history
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+    out = [{**m, "content": copy.deepcopy(m["content"])} for m in history]
+    size, blocks = before, 0
+    for kinds in (("tool_result",), ("text", "tool_use")):
+        for message in out[1:-1]:
+            if size <= limit:
+                return Bounded(out, blocks, before, size)
+            content = message["content"]
+            if not isinstance(content, list):
+                continue
+            for i, b in enumerate(content):
+                if not isinstance(b, dict) or b.get("type") not in kinds:
+                    continue
+                old = _chars(b)
+                if old <= KEEP_CHARS:
+                    continue
+                content[i] = _summary(b, names)
+                size -= old - _chars(content[i])
+                blocks += 1
+    return Bounded(out, blocks, before, size)
+
+
+def _summary(block: dict[str, Any], names: dict[Any, str]) -> dict[str, Any]:
+    kind = block["type"]
+    if kind == "tool_result":
+        name = names.get(block.get("tool_use_id"), "tool")
+        text = TRIMMED.format(name=name, chars=len(str(block.get("content", ""))))
+        return {**block, "content": text}
+    if kind == "tool_use":
+        return {**block, "input": {"trimmed": f"{_chars(block.get('input')):,} characters"}}
+    return {"type": "text", "text": f"[trimmed: {len(str(block.get('text', ''))):,} characters]"}
 
 
 def _result(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:

@@ -8,6 +8,7 @@ ATTUNE_AGENT_SPEND_CAP_USD   LLM dollars a campaign may spend; past it the campa
 ATTUNE_AGENT_PRICE_USD       "input,output" USD per million tokens, for a model not in PRICES
 ATTUNE_AGENT_TIMEOUT_S       seconds one HTTP attempt may take
 ATTUNE_AGENT_RETRIES         attempts after the first on 429, 5xx, 529 and timeouts
+ATTUNE_AGENT_TOOL_TIMEOUT_S  seconds a tool call that resolves candidates may take (reads: 15)
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ClaudeSettings(BaseModel):
     backoff_s: float = Field(1.0, ge=0)
     """First backoff; doubled per attempt, jittered, capped at ``backoff_cap_s``."""
     backoff_cap_s: float = Field(60.0, ge=0)
+    tool_timeout_s: float = Field(300.0, gt=0, le=3600)
+    """Deadline of get_memory, propose and stop (they resolve candidates); reads have 15 s."""
 
 
 _VARS = {
@@ -50,6 +53,7 @@ _VARS = {
     "ATTUNE_AGENT_TIMEOUT_S": "timeout_s",
     "ATTUNE_AGENT_RETRIES": "retries",
     "ATTUNE_AGENT_BACKOFF_S": "backoff_s",
+    "ATTUNE_AGENT_TOOL_TIMEOUT_S": "tool_timeout_s",
 }
 
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import re2  # type: ignore[import-untyped]
+
+from bot.agents.claude.key_sites import is_key_site
 from gate.errors import AttuneError
 from runners.source_lines import mentions
 
@@ -27,6 +31,16 @@ MAX_CHARS = 16_000
 MAX_HITS = 60
 MAX_LINE = 300
 """Characters of one line shown (longer lines are cut)."""
+MAX_PATTERN = 200
+"""Characters of a grep pattern."""
+MAX_FILE_BYTES = 4_000_000
+"""A source file larger than this is not read (generated or vendored data, not source)."""
+MAX_FILES = 5_000
+"""Files one grep searches at most."""
+GREP_DEADLINE_S = 5.0
+"""Seconds one grep may search; it answers with the hits found so far past it."""
+REGEX_MEMORY = 8 << 20
+"""Bytes RE2 may use to compile one pattern (a huge repetition is refused, not built)."""
 SUFFIXES = (".py", ".md", ".yaml", ".yml", ".txt", ".toml", ".json", ".sh")
 CHECKOUT_VARS = {"megatron": "ATTUNE_MEGATRON_PATH", "torchtitan": "ATTUNE_TORCHTITAN_PATH"}
 PACKAGES = {"megatron": "megatron", "torchtitan": "torchtitan"}
@@ -34,6 +48,34 @@ PACKAGES = {"megatron": "megatron", "torchtitan": "torchtitan"}
 
 class SourceError(AttuneError):
     """A path or pattern the agent may not use; the message goes back to the model."""
+
+
+@dataclass
+class GrepResult:
+    hits: list[tuple[str, int, str]] = field(default_factory=list)
+    """(path, line, text) of the matching lines, in file order."""
+    cut: str | None = None
+    """Why the search stopped before the end (hit cap, output cap, deadline), if it did."""
+
+
+def compile_pattern(pattern: str) -> object:
+    """The pattern compiled by RE2, a linear-time engine: no pattern can backtrack
+    catastrophically (``^(\\w+\\s?)*$`` on a long line takes microseconds, where Python's ``re``
+    takes minutes holding the GIL). Backreferences and lookaround are refused by RE2."""
+    if not pattern or len(pattern) > MAX_PATTERN:
+        raise SourceError(f"give a pattern of 1 to {MAX_PATTERN} characters")
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = REGEX_MEMORY
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args else str(exc)
+        if isinstance(why, bytes):  # pragma: no cover - RE2 gives bytes or str
+            why = why.decode(errors="replace")
+        raise SourceError(
+            f"not a regular expression RE2 accepts (no backreferences or lookaround): {why}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -61,6 +103,8 @@ class SourceTree:
             raise SourceError(f"{path!r}: no such file under {self.package}/")
         if target.suffix not in SUFFIXES:
             raise SourceError(f"{path!r}: not a source file ({', '.join(SUFFIXES)})")
+        if target.stat().st_size > MAX_FILE_BYTES:
+            raise SourceError(f"{path!r} is over {MAX_FILE_BYTES:,} bytes: not read")
         return target
 
     def lines(self, path: str) -> list[str]:
@@ -84,35 +128,50 @@ class SourceTree:
         note = f"\n[{path} has {len(lines)} lines; shown {start}-{shown}]"
         return "\n".join(out) + note, range(start, shown + 1)
 
-    def grep(self, pattern: str, path: str | None = None) -> list[tuple[str, int, str]]:
-        """(path, line, text) of lines matching ``pattern`` (a Python regex), capped."""
-        if not pattern or len(pattern) > 200:
-            raise SourceError("give a pattern of 1 to 200 characters")
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise SourceError(f"not a regular expression: {exc}") from None
+    def grep(
+        self, pattern: str, path: str | None = None, *, deadline_s: float = GREP_DEADLINE_S
+    ) -> GrepResult:
+        """Lines matching ``pattern`` (RE2 syntax), capped in hits, characters, files and time."""
+        regex: Any = compile_pattern(pattern)
         base = path or self.package
         top = (self.root / self.package).resolve()
         target = (self.root / base).resolve()
         if not target.is_relative_to(top):
             raise SourceError(f"{base!r} is outside {self.package}/: only it may be searched")
         files = [target] if target.is_file() else sorted(target.rglob("*.py"))
-        hits: list[tuple[str, int, str]] = []
-        for f in files:
+        result, size = GrepResult(), 0
+        stop_at = time.monotonic() + deadline_s
+        for count, f in enumerate(files):
+            if count >= MAX_FILES:
+                result.cut = f"searched the first {MAX_FILES} files only: narrow the path"
+                return result
+            if time.monotonic() > stop_at:
+                result.cut = f"stopped after {deadline_s:g} s: narrow the path or the pattern"
+                return result
             if f.suffix not in SUFFIXES or not f.resolve().is_relative_to(top):
+                continue
+            if f.stat().st_size > MAX_FILE_BYTES:
                 continue
             rel = f.relative_to(self.root.resolve()).as_posix()
             for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
                 if regex.search(line[:MAX_LINE]):
-                    hits.append((rel, n, line.strip()[:MAX_LINE]))
-                    if len(hits) >= MAX_HITS:
-                        return hits
-        return hits
+                    shown = line.strip()[:MAX_LINE]
+                    size += len(rel) + len(shown) + 12
+                    if size > MAX_CHARS:
+                        result.cut = f"output over {MAX_CHARS:,} characters: narrow the search"
+                        return result
+                    result.hits.append((rel, n, shown))
+                    if len(result.hits) >= MAX_HITS:
+                        result.cut = f"the first {MAX_HITS} hits only: narrow the search"
+                        return result
+        return result
 
-    def cite(self, ref: str, key: str) -> tuple[str, int] | str:
-        """(path, line) of a citation ``path:line[@version]`` whose line names ``key`` (or
-        its option spelling), else why not."""
+    def cite(
+        self, ref: str, key: str, sites: frozenset[str] = frozenset()
+    ) -> tuple[str, int] | str:
+        """(path, line) of a citation ``path:line[@version]`` of a line where ``key`` is read,
+        defined or consumed (``key_sites``: code naming it, not prose), or one of ``sites``
+        (the registry's source for the key, ``path:line``), else why not."""
         location, _, version = ref.strip().partition("@")
         path, sep, line = location.rpartition(":")
         if not sep or not line.isdigit():
@@ -121,13 +180,21 @@ class SourceTree:
             return f"{ref!r} names version {version}; the recipe runs {self.version}"
         try:
             lines = self.lines(path)
+            path = self.file(path).relative_to(self.root.resolve()).as_posix()
         except SourceError as exc:
             return f"{ref!r}: {exc}"
         n = int(line)
         if not 1 <= n <= len(lines):
             return f"{ref!r}: {path} has {len(lines)} lines"
+        if f"{path}:{n}" in sites:
+            return path, n
         if not mentions(lines[n - 1], key):
             return f"{ref!r} reads {lines[n - 1].strip()[:160]!r}, which does not mention {key}"
+        if not is_key_site(self.file(path), n, key):
+            return (
+                f"{ref!r} names {key} only in prose (a comment, docstring or message): cite a "
+                f"line where {key} is read, defined or consumed (get_registry gives one)"
+            )
         return path, n
 
 

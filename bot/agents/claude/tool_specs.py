@@ -48,6 +48,8 @@ class Propose(_Input):
     bottleneck: str | None = None
     mechanism: str | None = None
     expected_gain_pct: float | None = None
+    bottleneck_why: str | None = None
+    """Why the move targets a share that is not the profile's largest (only then needed)."""
     source_refs: list[str] | None = None
     lessons_used: list[str] = Field(default_factory=list)
 
@@ -98,8 +100,9 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "grep_source",
-        "Search the framework source for a Python regular expression; optional path narrows "
-        "it to a file or directory. Returns path:line: text, at most 60 hits.",
+        "Search the framework source for a regular expression (RE2 syntax: no backreferences "
+        "or lookaround, at most 200 characters); optional path narrows it to a file or "
+        "directory. Returns path:line: text, at most 60 hits.",
         {"pattern": _S, "path": _S},
         ["pattern"],
     ),
@@ -133,10 +136,13 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "propose",
-        "Propose the next candidate: ONE layout lever (or one declared coupled split), the "
-        "bottleneck it relieves, the mechanism, the expected gain in percent, and for every "
-        "changed key a source_ref path:line you have read that mentions it. lessons_used: "
-        "ids of the lessons the hypothesis relies on.",
+        "Propose the next candidate: ONE layout lever (or one declared coupled split, whose "
+        "values keep the product of its keys), the bottleneck it relieves (the profile's "
+        "largest share, or say why not in bottleneck_why), the mechanism, the expected gain "
+        "in percent (at most 100, and at most what removing the whole bottleneck share could "
+        "give), and for every changed key a source_ref path:line where the key is read, "
+        "defined or consumed, a line returned to you in an EARLIER turn. lessons_used: ids "
+        "of the lessons the hypothesis relies on.",
         {
             "changes": _CHANGES,
             "coupled": {"type": "boolean"},
@@ -146,6 +152,7 @@ TOOLS: list[dict[str, Any]] = [
             },
             "mechanism": _S,
             "expected_gain_pct": {"type": "number"},
+            "bottleneck_why": _S,
             "source_refs": {"type": "array", "items": _S},
             "lessons_used": {"type": "array", "items": _S},
         },

@@ -3,12 +3,20 @@
 A call returns an ``Outcome``: the ``tool_result`` text, whether it is an error the model
 should correct, and for ``propose``, ``request_profile`` and ``stop`` the decision once every
 check passed. Tool calls are pure reads, so replaying a conversation runs them again.
+
+Every call runs in a worker thread under a deadline (``READ_DEADLINE_S`` for the reads, the
+box's ``deadline_s`` for the tools that resolve candidates) and polls ``should_stop`` while it
+waits: past the deadline the model is told the call timed out, and ``attune stop`` interrupts
+it. Its output is capped (``MAX_RESULT_CHARS``).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +32,26 @@ from gate.registry import Registry
 
 Decision = Proposal | ProfileRequest | Stop
 
+READ_DEADLINE_S = 15.0
+"""Seconds a read (source, registry, history, profile) may take."""
+DEADLINE_S = 300.0
+"""Seconds a tool that resolves candidates (get_memory, propose, stop) may take by default."""
+READS = ("read_source", "grep_source", "get_registry", "get_history", "get_profile")
+MAX_RESULT_CHARS = 20_000
+"""Characters of one tool result; the rest is cut with a note."""
+POLL_S = 0.05
+
 
 @dataclass
 class Outcome:
     text: str
     is_error: bool = False
     decision: Decision | None = None
+    shown: list[tuple[str, int]] = field(default_factory=list)
+    """Source lines this result shows the model: citable from its next turn on."""
+    timed_out: bool = False
+    interrupted: bool = False
+    """``attune stop`` asked the campaign to stop while the call ran."""
 
 
 def _json(value: Any) -> str:
@@ -45,9 +67,53 @@ class ToolBox:
     tree: SourceTree
     state: CampaignState
     read: set[tuple[str, int]] = field(default_factory=set)
-    """Source lines this conversation has shown the model: only those may be cited."""
+    """Source lines returned to the model in earlier turns: only those may be cited."""
+    this_turn: set[tuple[str, int]] = field(default_factory=set)
+    """Lines returned in the current turn: the model wrote its citations before seeing them."""
+    deadline_s: float = DEADLINE_S
+    should_stop: Callable[[], bool] = lambda: False
+
+    def begin_turn(self) -> None:
+        """A new model turn: what the last one returned has now been seen."""
+        self.read |= self.this_turn
+        self.this_turn = set()
 
     def call(self, name: str, raw: Any) -> Outcome:
+        """Run one tool call under its deadline; a stop request interrupts the wait."""
+        limit = min(READ_DEADLINE_S, self.deadline_s) if name in READS else self.deadline_s
+        box: list[Outcome] = []
+        worker = threading.Thread(
+            target=lambda: box.append(self._call(name, raw)), daemon=True, name=f"tool-{name}"
+        )
+        start = time.monotonic()
+        worker.start()
+        while worker.is_alive():
+            worker.join(POLL_S)
+            if self.should_stop():
+                return Outcome(
+                    f"{name} was interrupted: the campaign was asked to stop",
+                    True,
+                    interrupted=True,
+                )
+            if time.monotonic() - start > limit:
+                # the thread is abandoned (daemon): a read is bounded by its own caps, and a
+                # resolve by its subprocess's timeout
+                return Outcome(
+                    f"{name} did not finish within {limit:g} s and was abandoned: narrow it "
+                    "(a smaller range, a narrower path or pattern)",
+                    True,
+                    timed_out=True,
+                )
+        if not box:
+            return Outcome(f"{name} failed inside attune; it was not run", True)
+        outcome = box[0]
+        if len(outcome.text) > MAX_RESULT_CHARS:
+            cut = len(outcome.text) - MAX_RESULT_CHARS
+            outcome.text = outcome.text[:MAX_RESULT_CHARS] + f"\n[cut: {cut:,} more characters]"
+        self.this_turn.update(outcome.shown)
+        return outcome
+
+    def _call(self, name: str, raw: Any) -> Outcome:
         model = INPUTS.get(name)
         if model is None:
             return Outcome(f"no tool {name!r}; the tools are {', '.join(INPUTS)}", True)
@@ -69,15 +135,18 @@ class ToolBox:
 
     def _read_source(self, a: Any) -> Outcome:
         text, shown = self.tree.read(a.path, a.start, a.end)
-        self.read.update((a.path, n) for n in shown)
-        return Outcome(text)
+        path = self.tree.file(a.path).relative_to(self.tree.root.resolve()).as_posix()
+        return Outcome(text, shown=[(path, n) for n in shown])
 
     def _grep_source(self, a: Any) -> Outcome:
-        hits = self.tree.grep(a.pattern, a.path)
-        self.read.update((p, n) for p, n, _ in hits)
-        if not hits:
-            return Outcome(f"no line of {a.path or self.tree.package} matches {a.pattern!r}")
-        return Outcome("\n".join(f"{p}:{n}: {t}" for p, n, t in hits))
+        found = self.tree.grep(a.pattern, a.path)
+        shown = [(p, n) for p, n, _ in found.hits]
+        note = f"\n[{found.cut}]" if found.cut else ""
+        if not found.hits:
+            where = a.path or self.tree.package
+            return Outcome(f"no line of {where} matches {a.pattern!r}{note}")
+        lines = "\n".join(f"{p}:{n}: {t}" for p, n, t in found.hits)
+        return Outcome(lines + note, shown=shown)
 
     def _get_registry(self, a: Any) -> Outcome:
         entry = self.registry.entry(a.key)
@@ -140,12 +209,18 @@ class ToolBox:
         values = self.view.incumbent_values
         problems += [f"{k} is already {v!r}" for k, v in changes.items() if values.get(k) == v]
         lever = checks.lever_problem(keys, a.coupled, coupled_splits(self.view))
+        lever = lever or checks.split_problem(changes, values)
         problems += [lever] if lever else []
+        problems += checks.hypothesis_problems(
+            a.bottleneck, a.expected_gain_pct, self.view.profile, a.bottleneck_why
+        )
         problems += checks.layout_problems(keys, set(self.view.layout_sources))
         bugs = [k for k in keys if any(b.matches(k) for b in self.registry.bugs.values())]
         problems += [f"{k} has a known bug at this version (get_registry)" for k in bugs]
         if a.source_refs and keys:
-            problems += checks.citation_problems(keys, a.source_refs, self.tree.cite, self.read)
+            problems += checks.citation_problems(
+                keys, a.source_refs, self._cite, self.read, self.this_turn
+            )
         lessons = checks.lessons_problem(a.lessons_used, [x.id for x in self.view.lessons])
         problems += [lessons] if lessons else []
         if problems:
@@ -158,6 +233,10 @@ class ToolBox:
             for t in self.state.trials.values()
             if t.finished and t.finished["status"] != "ok" and not t.finished.get("interrupted")
         }
+        if probe.effective is not None and probe.baseline is not None:
+            gate = checks.gate_problems(probe.baseline, probe.effective, self.registry)
+            if gate:
+                return _refused(gate)
         late = [checks.rerun_problem(probe.fingerprint, failed)]
         late.append(checks.tried_problem(probe.fingerprint, self.tried))
         if not probe.fits:
@@ -175,6 +254,12 @@ class ToolBox:
             lessons_used=a.lessons_used,
         )
         return Outcome(f"accepted: {proposal.title}", decision=proposal)
+
+    def _cite(self, ref: str, key: str) -> tuple[str, int] | str:
+        """The tree's citation check, the registry's own source for ``key`` accepted too."""
+        entry = self.registry.entry(key)
+        source = entry.source.partition("@")[0] if entry and entry.source else ""
+        return self.tree.cite(ref, key, frozenset({source} if source else ()))
 
     def _request_profile(self, a: Any) -> Outcome:
         if not a.reason.strip():
