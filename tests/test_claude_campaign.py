@@ -231,7 +231,10 @@ def test_every_model_call_is_in_the_ledger_with_its_cost(campaign: Any) -> None:
     assert [c["call"] for c in calls] == list(range(11))
     assert calls[2]["attempts"] == 3 and all(c["cost_usd"] > 0 for c in calls)
     assert calls[2]["tool_calls"] == ["grep_source", "grep_source"]
-    assert [c["decision"] for c in calls] == [None] * 10 + ["propose"]
+    finished = kinds(events, "tool_finished")
+    assert [f["decision"] for f in finished if f["decision"]] == ["propose"]
+    assert [f["call"] for f in finished if f["decision"]] == [10]
+    assert len(kinds(events, "tool_started")) == len(finished)  # none left unfinished
     assert calls[0]["stop_reason"] == "end_turn" and calls[8]["stop_reason"] == "max_tokens"
 
 
