@@ -122,6 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--cache", type=Path, required=True, help="the runner's tool cache")
     env.add_argument("--github-env", type=Path, help="append the settings to this file")
 
+    log = sub.add_parser("log", help="read a training run's log the way a campaign does")
+    log_sub = log.add_subparsers(dest="log_command", required=True)
+    parse = log_sub.add_parser("parse", help="status, step-1 loss, tokens/s/device, peak memory")
+    parse.add_argument("log", type=Path)
+    parse.add_argument("--framework", choices=("megatron", "torchtitan"), required=True)
+    parse.add_argument("--world-size", type=int, default=1, help="devices (default 1)")
+    parse.add_argument("--seq-length", type=int, help="tokens per sequence")
+    parse.add_argument("--global-batch-size", type=int, help="torchtitan: sequences per step")
+    parse.add_argument("--pipeline-parallel", type=int, default=1, help="torchtitan: PP degree")
+    parse.add_argument("--steps", type=int, help="steps wanted (default: those logged)")
+    parse.add_argument("--warmup", type=int, default=0, help="steps not scored")
+    parse.add_argument("--exit-code", type=int, help="default: exit.json beside LOG, or unknown")
+    parse.add_argument("--ended", choices=("timeout", "hang"), help="how the run was killed")
+    parse.add_argument("--json", action="store_true")
+
     serve = sub.add_parser("serve", help="the GitHub App: webhook server (settings: ATTUNE_*)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -242,6 +257,23 @@ def dispatch(args: argparse.Namespace) -> int:
             transformer_engine=args.transformer_engine,
         )
         return train_env(args.recipe, request, cache=args.cache, github_env=args.github_env)
+    if args.command == "log":
+        from bot.commands.log import print_reading, read_log
+
+        reading = read_log(
+            args.log,
+            framework=args.framework,
+            world_size=args.world_size,
+            seq_length=args.seq_length,
+            global_batch_size=args.global_batch_size,
+            pipeline_parallel=args.pipeline_parallel,
+            steps=args.steps,
+            warmup=args.warmup,
+            exit_code=args.exit_code,
+            ended=args.ended,
+        )
+        print_reading(reading, as_json=args.json)
+        return 0 if reading.status == "ok" else 1
     if args.command == "serve":
         from bot.commands.serve import serve
 

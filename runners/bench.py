@@ -19,7 +19,7 @@ from gate.postlaunch import first_loss
 from gate.throughput import tokens_per_second_per_device
 from runners.adapters import get_adapter
 from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
-from runners.log_failures import detect_failure
+from runners.log_failures import RunEnd, run_status
 from runners.profile_trace import breakdown_from_traces
 
 DEFAULT_STEPS = 12
@@ -47,30 +47,23 @@ def classify(
     nonfinite: bool,
     lines: list[str] | None = None,
 ) -> tuple[TrialStatus, str | None]:
-    """Status and error text of a finished launch: the wall-clock limit, a hang, then what the
-    log says of a failed exit (out of memory, a collective timeout, a NaN check, a rank that
-    died: ``log_failures``), then missing steps and NaN/Inf in the step records."""
-    log = _tail(outcome.log_path)
-    if outcome.timed_out:
-        return "timeout", f"killed after the wall-clock limit ({steps_logged} steps logged)"
-    if outcome.hung:
-        return "hang", f"killed: no output for too long after {steps_logged} steps\n{log}"
-    if outcome.failure:  # the backend ended it (cancelled, a node failed, preempted)
-        status: TrialStatus = "oom" if OOM_PATTERN.search(outcome.failure) else "failed"
-        return status, f"{outcome.failure} ({steps_logged} steps logged)\n{log}".strip()
-    if outcome.returncode != 0:
-        found = detect_failure(lines or [], outcome.returncode)
-        if found is not None:
-            return found.status, f"{found.message}\n{log}" if found.message not in log else log
-        # SIGKILL with no timeout is what the kernel's OOM killer sends
-        if OOM_PATTERN.search(log) or outcome.returncode == -9:
-            return "oom", log or "killed by SIGKILL (out of memory?)"
-        return "failed", log or f"exit status {outcome.returncode}"
-    if steps_logged < steps_wanted:
-        return "failed", f"exited 0 after {steps_logged} of {steps_wanted} steps\n{log}"
-    if nonfinite:
-        return "nan", "NaN/Inf loss or gradient norm"
-    return "ok", None
+    """Status and error text of a finished launch (``log_failures.run_status``): NaN/Inf in any
+    step record first (unless the log shows an OOM), then the wall-clock limit, a hang, what the
+    log says of a failed exit, missing steps."""
+    end = RunEnd(
+        returncode=outcome.returncode,
+        timed_out=outcome.timed_out,
+        hung=outcome.hung,
+        backend_failure=outcome.failure,
+    )
+    return run_status(
+        end,
+        steps_logged=steps_logged,
+        steps_wanted=steps_wanted,
+        nonfinite=nonfinite,
+        lines=lines or [],
+        tail=_tail(outcome.log_path),
+    )
 
 
 def _lines(outcome: RunOutcome) -> list[str]:

@@ -117,3 +117,66 @@ def detect_failure(lines: Iterable[str], returncode: int | None) -> LogFailure |
                 if pattern.search(line):
                     return LogFailure(status=status, message=line[:MAX_MESSAGE])
     return None
+
+
+OOM_TEXT = re.compile(
+    r"out of memory|can't allocate memory|MemoryError|Cannot allocate memory", re.IGNORECASE
+)
+"""Out-of-memory wording in a backend's reason or a log's tail (a plainer net than ``oom``'s
+patterns, for output no framework formatted)."""
+
+
+class RunEnd(BaseModel):
+    """How a launch ended, as its backend saw it."""
+
+    returncode: int | None = None
+    """The launch's exit status (None: unknown, as for a log read on its own: the log decides)."""
+    timed_out: bool = False
+    """Killed at the wall-clock limit."""
+    hung: bool = False
+    """Killed after too long without output."""
+    backend_failure: str | None = None
+    """The backend ended it (cancelled, a node failed, preempted): its reason."""
+
+
+def run_status(
+    end: RunEnd,
+    *,
+    steps_logged: int,
+    steps_wanted: int,
+    nonfinite: bool,
+    lines: list[str],
+    tail: str = "",
+) -> tuple[TrialStatus, str | None]:
+    """A finished launch's status and error text: the one decision a campaign, ``attune bench``
+    and ``attune log parse`` make from a launch's end, its step records and its log.
+
+    A non-finite loss or gradient norm in any step record makes the run ``nan`` whatever came
+    after it (the framework may stop with an error, exit 0 early, hang or be killed), except
+    when the log shows an out-of-memory failure, the root cause that ``PRECEDENCE`` puts first.
+    Then: the wall-clock limit, a hang, the backend's own failure, what the log says of a failed
+    exit (``detect_failure``), missing steps, ok.
+    """
+    found = detect_failure(lines, end.returncode) if end.returncode != 0 else None
+    if nonfinite and not (found is not None and found.status == "oom"):
+        first = f"{found.message}\n" if found is not None and found.status == "nan" else ""
+        return "nan", f"{first}NaN/Inf loss or gradient norm ({steps_logged} steps logged)"
+    if end.timed_out:
+        return "timeout", f"killed after the wall-clock limit ({steps_logged} steps logged)"
+    if end.hung:
+        return "hang", f"killed: no output for too long after {steps_logged} steps\n{tail}"
+    if end.backend_failure:
+        status: TrialStatus = "oom" if OOM_TEXT.search(end.backend_failure) else "failed"
+        return status, f"{end.backend_failure} ({steps_logged} steps logged)\n{tail}".strip()
+    if found is not None:  # the decisive line first, then the rest of the tail
+        rest = [line for line in tail.splitlines() if line.strip() != found.message]
+        return found.status, "\n".join([found.message, *rest])
+    if end.returncode is not None and end.returncode != 0:
+        # SIGKILL with no timeout is what the kernel's OOM killer sends
+        if OOM_TEXT.search(tail) or end.returncode == -9:
+            return "oom", tail or "killed by SIGKILL (out of memory?)"
+        return "failed", f"exit status {end.returncode}\n{tail}".strip()
+    if steps_logged < steps_wanted:
+        how = "exited 0" if end.returncode == 0 else "the log ends"
+        return "failed", f"{how} after {steps_logged} of {steps_wanted} steps\n{tail}"
+    return "ok", None

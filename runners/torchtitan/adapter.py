@@ -19,7 +19,7 @@ from runners.cli_edit import edit_torchtitan_overrides
 from runners.harness import HarnessArgs, torchtitan_overrides
 from runners.runner_settings import RunnerSettings
 from runners.torchtitan.metrics import parse_torchtitan_log
-from runners.torchtitan.recipe import TorchtitanRecipe
+from runners.torchtitan.recipe import TorchtitanRecipe, model_module
 from runners.worker_adapter import DistributedRecipe, WorkerAdapter
 
 TORCHTITAN_PATH_VAR = "ATTUNE_TORCHTITAN_PATH"
@@ -70,7 +70,8 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
         self, body: TorchtitanRecipe, effective: EffectiveConfig, settings: RunnerSettings
     ) -> list[str]:
         """``-m torchtitan.train`` of the runner's interpreter, with the recipe's selectors."""
-        return ["-m", "torchtitan.train", "--module", body.module, "--config", body.config]
+        module = model_module(body.module)  # only torchtitan.models.*: nothing else imports
+        return ["-m", "torchtitan.train", "--module", module, "--config", body.config]
 
     def harness(
         self,
@@ -86,9 +87,16 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
     def metrics_context(self, effective: EffectiveConfig) -> dict[str, int]:
         v = effective.values
         tokens = int(v["training.global_batch_size"]) * int(v["training.seq_len"])
-        return {"tokens_per_step": tokens, "devices": effective.devices}
+        context = {"tokens_per_step": tokens, "devices": effective.devices}
+        pp = int(v.get("parallelism.pipeline_parallel_degree") or 1)
+        if pp > 1:  # only the last stage logs a loss (runners.torchtitan.metrics)
+            context["pipeline_parallel"] = pp
+        return context
 
     def parse_metrics(self, lines: Iterable[str], context: dict[str, int]) -> list[StepRecord]:
         return parse_torchtitan_log(
-            lines, tokens_per_step=context["tokens_per_step"], devices=context["devices"]
+            lines,
+            tokens_per_step=context["tokens_per_step"],
+            devices=context["devices"],
+            pipeline_parallel=context.get("pipeline_parallel", 1),
         )

@@ -68,8 +68,13 @@ def _rank(line: str) -> int | None:
     return int(found["rank"]) if found else None
 
 
+PP_PLACEHOLDER_LOSS = -1.0
+"""What a pipeline stage without the loss logs (``torch.tensor([-1.0])``, torchtitan/trainer.py:
+866-869 in 0.3.0): never a cross-entropy, which is not negative."""
+
+
 def parse_torchtitan_log(
-    lines: Iterable[str], *, tokens_per_step: int, devices: int
+    lines: Iterable[str], *, tokens_per_step: int, devices: int, pipeline_parallel: int = 1
 ) -> list[StepRecord]:
     """One record per logged training step of one rank, in log order.
 
@@ -88,6 +93,12 @@ def parse_torchtitan_log(
     - ``peak_memory_bytes``: the largest ``memory`` (GiB, peak reserved) so far.
 
     A torn last line (a killed run) does not match and is ignored.
+
+    With pipeline parallelism (``pipeline_parallel`` > 1) only the last stage computes the
+    loss; the other stages log ``PP_PLACEHOLDER_LOSS``. The stream read is then the highest
+    ``[roleN]:`` prefix (the last stage's ranks come last in torchtitan's mesh, ``pp``
+    outermost), and a step line with the placeholder loss is never read, whichever rank wrote
+    it (an unprefixed log of every rank).
     """
     if tokens_per_step < 1 or devices < 1:
         raise ValueError(f"tokens_per_step and devices must be >= 1: {tokens_per_step}, {devices}")
@@ -96,6 +107,8 @@ def parse_torchtitan_log(
     for raw in lines:
         line = _ANSI.sub("", raw)
         found = _STEP.search(line)
+        if found and pipeline_parallel > 1 and _float(found["loss"]) == PP_PLACEHOLDER_LOSS:
+            continue
         if found:
             steps.append((_rank(line), _stamp(line), found))
         elif _VALIDATE.search(line):
@@ -103,7 +116,7 @@ def parse_torchtitan_log(
     if not steps:
         return []
     ranks = {rank for rank, _, _ in steps if rank is not None}
-    chosen = min(ranks) if ranks else None
+    chosen = (max(ranks) if pipeline_parallel > 1 else min(ranks)) if ranks else None
     return _records(
         [(stamp, found) for rank, stamp, found in steps if rank == chosen],
         {stamp for rank, stamp in validations if rank == chosen and stamp is not None},
