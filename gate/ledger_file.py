@@ -16,7 +16,6 @@ from gate.errors import AttuneError
 SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``."""
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 COLUMNS = ["seq", "time", "campaign", "kind", "payload", "prev_hash", "hash"]
 APPEND_ONLY = "attune ledger is append-only"
 SCHEMA = f"""
@@ -75,8 +74,8 @@ def create(path: Path) -> None:
 def check(path: Path) -> None:
     """Refuse anything but an attune ledger, without writing to it.
 
-    The check reads the header and then uses a read-only connection: a read-write one could
-    checkpoint a foreign database's write-ahead log into it on close.
+    The check uses a read-only connection: a read-write one could checkpoint a foreign
+    database's write-ahead log into it on close.
     """
 
     def refuse(why: str) -> AttuneError:
@@ -85,12 +84,11 @@ def check(path: Path) -> None:
             path=str(path),
         )
 
-    with open(path, "rb") as f:
-        header = f.read(len(SQLITE_HEADER))
-    if not header:
+    # No open() of the file here: closing any descriptor of it drops every POSIX lock this
+    # process holds on it, those of its open SQLite connections too, and another process
+    # could then checkpoint and delete the write-ahead log they are still writing to.
+    if path.stat().st_size == 0:
         raise refuse("file is empty")
-    if header != SQLITE_HEADER:
-        raise refuse("file is not a database")
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
         try:
@@ -99,7 +97,8 @@ def check(path: Path) -> None:
         finally:
             conn.close()
     except sqlite3.DatabaseError as e:
-        raise refuse(f"file is not a database: {e}") from e
+        detail = "" if str(e) == "file is not a database" else f": {e}"
+        raise refuse(f"file is not a database{detail}") from e
     if columns != COLUMNS:
         raise refuse("SQLite database without the attune events table")
     if version != SCHEMA_VERSION:

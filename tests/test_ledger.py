@@ -347,3 +347,26 @@ def test_concurrent_first_open_and_appends_keep_one_chain(tmp_path: Path) -> Non
         assert trials == [f"t{i}" for i in range(40)]
     leftovers = sorted(p.name for p in path.parent.iterdir())
     assert leftovers == ["ledger.db", "ledger.db.lock"]
+
+
+def test_a_second_open_in_one_process_keeps_the_wal_of_the_first(tmp_path: Path) -> None:
+    """Opening and closing another handle on the ledger in the same process (a verify before a
+    resume, a GitHub service call beside a campaign thread) must not drop the first one's
+    locks: another process closing the ledger would then delete the write-ahead log that the
+    first is still appending to, and every event after it is lost to readers and to a kill."""
+    path = tmp_path / "ledger.db"
+    count = "import sys; from gate.ledger import Ledger; print(len(Ledger(sys.argv[1]).events()))"
+
+    def seen_elsewhere() -> int:
+        child = _child(count, str(path))
+        out, _ = child.communicate(timeout=60)
+        return int(out)
+
+    with Ledger(path) as ledger:
+        ledger.append("c1", "campaign_opened", payload("campaign_opened"))
+        Ledger(path).close()
+        ledger.append("c1", "trial_started", payload("trial_started", trial="baseline-1"))
+        assert seen_elsewhere() == 2
+        ledger.append("c1", "trial_started", payload("trial_started", trial="baseline-2"))
+        assert seen_elsewhere() == 3
+        assert (tmp_path / "ledger.db-wal").exists()

@@ -252,17 +252,18 @@ def tune(
 
 def resume_campaign(workdir: Path, backend: str | None) -> None:
     """``--resume DIR``: withdraw a stop request and run on with the campaign's backend."""
-    ledger, name = open_ledger(workdir, "resume the campaign")
-    with ledger, own_campaign_dir(workdir):  # owned from the withdrawal to the run's end
-        params = fold(name, ledger.events(name)).params
-        opened_on = (params.backend if params else None) or "local"
-        if backend is not None and backend != opened_on:
-            raise AttuneError(
-                f"the campaign runs on the {opened_on} backend; --backend {backend} cannot "
-                "change that",
-                path=str(workdir),
-            )
-        withdraw(ledger, name, workdir)
+    with own_campaign_dir(workdir):  # owned from the withdrawal to the run's end
+        ledger, name = open_ledger(workdir, "resume the campaign")
+        with ledger:
+            params = fold(name, ledger.events(name)).params
+            opened_on = (params.backend if params else None) or "local"
+            if backend is not None and backend != opened_on:
+                raise AttuneError(
+                    f"the campaign runs on the {opened_on} backend; --backend {backend} cannot "
+                    "change that",
+                    path=str(workdir),
+                )
+            withdraw(ledger, name, workdir)
         run_campaign(workdir)
 
 
