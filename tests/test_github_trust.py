@@ -10,6 +10,7 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,25 @@ def test_a_merge_is_refused_once_the_user_lost_write_permission(world: World) ->
     world.fake.set_permission("maintainer", "write")
     forge.merge(number, expected_base_sha=pinned, expected_head_sha=head)
     assert world.fake.pull(number).merged
+
+
+@pytest.mark.parametrize("artifact", ["honest", "corrupt"])
+def test_the_charge_is_at_least_the_bench_jobs_duration(world: World, artifact: str) -> None:
+    """The artifact says the benchmark held the machine for 1 s; GitHub's jobs API says the
+    bench job ran for 30 minutes: the ledger is charged the 30 minutes, whatever the artifact
+    holds (an honest one, or one that cannot be read)."""
+    _n, head, _pinned = open_candidate(world)
+    launch = dispatch(world, "c1", head)
+    run = world.fake.create_run("attune-bench.yml", "main", "workflow_dispatch", {})
+    world.fake.start_run(run.id)
+    content = zipped(honest(head)) if artifact == "honest" else corrupt_deflate(honest(head))
+    world.fake.complete_run(run.id, "success", {"attune-result-c1": content})
+    (job,) = world.fake.jobs(run.id)
+    job.started_at = job.completed_at - timedelta(minutes=30)
+    gh_run = world.repo.workflow_run(run.id)
+    started = gh_run.started_at.timestamp() if gh_run.started_at else 0.0
+    result = world.executor._result("c1", gh_run, launch, started, started + 1.0)
+    assert result.status == ("ok" if artifact == "honest" else "failed")
+    assert result.device_seconds >= 30 * 60
+    assert world.repo.job_seconds(run.id) == pytest.approx(30 * 60)
+    assert world.fake.violations == []

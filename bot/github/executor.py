@@ -4,7 +4,8 @@ The gate, the launch checks and the ledger are the local executor's (the same fi
 ``launch`` dispatches the workflow for the trial's commit; ``finish`` waits for the run (a
 ``workflow_run`` webhook wakes it, polling is the fallback), downloads the ``attune-result-*``
 artifact, validates it as untrusted input and charges the ledger with the result's
-allocation/release times, kept within the run's own start and end.
+allocation/release times, kept within the run's own start and end, and never less than the
+time the run's jobs held the runner (the Actions jobs API: GitHub's clock, not the artifact's).
 """
 
 from __future__ import annotations
@@ -226,6 +227,16 @@ class ActionsExecutor(LocalExecutor):
         return result
 
     def _result(
+        self, trial: str, run: WorkflowRun, launch: Launch, started: float, ended: float
+    ) -> TrialResult:
+        """The run's result, charged at least the time its jobs held the runner."""
+        result = self._read_result(trial, run, launch, started, ended)
+        held = self.repo.job_seconds(run.id)
+        if result.released_at - result.allocated_at < held:
+            result.released_at = result.allocated_at + held  # the artifact claims less
+        return result
+
+    def _read_result(
         self, trial: str, run: WorkflowRun, launch: Launch, started: float, ended: float
     ) -> TrialResult:
         name = f"attune-result-{trial}"
