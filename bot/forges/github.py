@@ -9,8 +9,10 @@ its last action): an existing branch, commit, pull request or marked comment is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from bot.github.client import GitHubError, RepoClient
+from bot.github.public_text import public
 from bot.github.records import Pull
 from bot.interfaces import (
     CheckResult,
@@ -123,7 +125,7 @@ class GitHubForge:
             raise HeadMoved(f"{base} moved from {base_sha[:7]} to {found[:7]} during the campaign")
         self.client.create_branch(branch, base_sha)
         self.client.write_file(recipe_path, recipe_text, message=title, branch=branch)
-        body += f"\n\nPart of the attune campaign on #{self.tuned_pr}."
+        body = public(body) + f"\n\nPart of the attune campaign on #{self.tuned_pr}."
         number = self.client.create_pull(base=base, head=branch, title=title, body=body)
         if labels:
             self.client.add_labels(number, labels)
@@ -134,7 +136,8 @@ class GitHubForge:
         campaign's own verdict is posted as ``attune/baseline-gate``."""
         name = BASELINE_GATE_CHECK if check.name == "attune/gate" else check.name
         sha = self._pull(number).head_sha
-        self.client.post_check(name, sha, conclusion=check.conclusion, summary=check.summary)
+        summary = public(check.summary)
+        self.client.post_check(name, sha, conclusion=check.conclusion, summary=summary)
 
     def merge(self, number: int, *, expected_base_sha: str, expected_head_sha: str) -> str:
         """The squash merge names the benchmarked head: GitHub answers 409 if it moved."""
@@ -174,6 +177,7 @@ class GitHubForge:
 
     def comment(self, number: int, body: str, *, marker: str | None = None) -> Comment:
         name = marker_name(marker) if marker is not None else None
+        body = public(body)  # no addresses or absolute paths of the bot's machines on GitHub
         text = f"{marker_tag(name)}\n{body}" if name else body
         if name:
             for existing in self.client.comments(number):
@@ -202,6 +206,7 @@ class PullContext:
         user: str,
         installation_id: int,
         comment_id: int | None = None,
+        commented_at: datetime | None = None,
     ) -> None:
         self.client = client
         self.installation_id = installation_id
@@ -210,8 +215,10 @@ class PullContext:
         self.user = user
         self.comment_id = comment_id
         """The comment that carried the command: a command is carried out once per comment."""
+        self.commented_at = commented_at
+        """When that comment was made (GitHub's clock): the head it means is the one then."""
         self.head_sha: str | None = None
         """The head the command was screened at (fork, permission); a campaign is bound to it."""
 
     def reply(self, body: str) -> None:
-        self.client.comment(self.number, body)
+        self.client.comment(self.number, public(body))

@@ -20,6 +20,7 @@ from bot.forges.github import GitHubForge
 from bot.github.client import RepoClient
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost, require_write
+from bot.github.public_text import for_the_pull_request
 from bot.github.settings import Settings
 from bot.interfaces import HeadMoved
 from bot.render import replies
@@ -152,13 +153,14 @@ def run_campaign(
             if isinstance(exc, PermissionLost)
             else "error"
         )
-        log.error("campaign %s stopped (%s): %s", campaign, reason, exc)
         with Ledger(settings.ledger_path) as ledger:
             if fold(campaign, ledger.events(campaign)).stopped is None:
                 ledger.append(
                     campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
                 )
-        reply = replies.campaign_stopped(campaign, str(exc), resumable=reason in RESUMABLE)
+        # the pull request gets a short line; the bot's log, the whole error (stderr, URLs)
+        problem = for_the_pull_request(log, f"campaign {campaign} stopped ({reason})", exc)
+        reply = replies.campaign_stopped(campaign, problem, resumable=reason in RESUMABLE)
         repo.comment(number, reply)
     except Exception:
         log.exception("campaign %s crashed", campaign)

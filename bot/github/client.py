@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from github import Auth, Github, GithubException, GithubIntegration, UnknownObjectException
@@ -39,7 +40,7 @@ def _answers(what: str) -> Iterator[None]:
         raise GitHubError(exc.status, str(message or ""), what) from None
 
 
-def _pull(p: Any) -> Pull:
+def _pull(p: Any, changed_files: int | None = None) -> Pull:
     return Pull(
         number=p.number,
         title=p.title,
@@ -53,6 +54,7 @@ def _pull(p: Any) -> Pull:
         head_repo=p.head.repo.full_name if p.head.repo is not None else None,
         labels=[label.name for label in p.labels],
         merge_commit_sha=p.merge_commit_sha,
+        changed_files=changed_files,
     )
 
 
@@ -106,7 +108,8 @@ class RepoClient:
 
     def pull(self, number: int) -> Pull:
         with _answers(f"read #{number}"):
-            return _pull(self._repo.get_pull(number))
+            found = self._repo.get_pull(number)
+            return _pull(found, changed_files=found.changed_files)
 
     def pulls(self, *, base: str | None = None, head: str | None = None) -> list[Pull]:
         """Open and closed pull requests, optionally by base branch or ``owner:branch`` head."""
@@ -159,6 +162,22 @@ class RepoClient:
     def parents(self, sha: str) -> list[str]:
         with _answers(f"read commit {sha[:7]}"):
             return [p.sha for p in self._repo.get_commit(sha).parents]
+
+    def pushed_since(self, branch: str, since: datetime) -> list[str]:
+        """The commits ``branch`` was pushed to (force pushes included) after ``since``, by
+        GitHub's own record of pushes (``GET /repos/{owner}/{repo}/activity``), newest first."""
+        with _answers(f"list the pushes to {branch}"):
+            _headers, found = self._repo.requester.requestJsonAndCheck(
+                "GET",
+                f"{self._repo.url}/activity",
+                parameters={"ref": f"refs/heads/{branch}", "direction": "desc", "per_page": 100},
+            )
+        pushed = []
+        for activity in found if isinstance(found, list) else []:
+            when = datetime.fromisoformat(str(activity.get("timestamp")).replace("Z", "+00:00"))
+            if activity.get("activity_type") in ("push", "force_push") and when > since:
+                pushed.append(str(activity.get("after")))
+        return pushed
 
     def text(self, path: str, ref: str) -> str | None:
         """The file's text at ``ref``; None when it is not there."""
@@ -249,6 +268,21 @@ class RepoClient:
     def workflow_run(self, run_id: int) -> WorkflowRun:
         with _answers(f"read run {run_id}"):
             return _run(self._repo.get_workflow_run(run_id))
+
+    def job_seconds(self, run_id: int) -> float:
+        """How long the run's jobs held their runners, by GitHub's clock: from the first job's
+        start to the last one's completion, every attempt included (0 when none ran)."""
+        with _answers(f"list the jobs of run {run_id}"):
+            spans = [
+                (job.started_at, job.completed_at)
+                for job in self._repo.get_workflow_run(run_id).jobs(_filter="all")
+                if job.started_at is not None and job.completed_at is not None
+            ]
+        if not spans:
+            return 0.0
+        start = min(s for s, _ in spans)
+        end = max(e for _, e in spans)
+        return max(0.0, (end - start).total_seconds())
 
     def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> bool:
         with _answers(f"dispatch {workflow}"):

@@ -8,6 +8,7 @@ run what.
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal
 
 from pydantic import BaseModel
@@ -22,7 +23,8 @@ WRITE_VERBS: frozenset[str] = frozenset({"tune", "stop", "resume"})
 """Verbs that start or stop work: write, maintain or admin permission only."""
 
 TUNE_FORM = (
-    "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules|claude|random|tpe] [lessons=off]"
+    "/attune tune [budget=<gpu-hours>] [steps=N] [agent=rules|claude|random|tpe] [lessons=off] "
+    "[sha=<head commit>]"
 )
 
 USAGE = f"""\
@@ -48,6 +50,9 @@ class Command(BaseModel):
     agent: str | None = None
     lessons: bool | None = None
     """False: ``lessons=off``, the agent does not read the experience bank (ablation)."""
+    sha: str | None = None
+    """``sha=``: the head commit the comment means (7 to 40 hex digits); the campaign is
+    refused unless the pull request's head is that commit."""
 
     @property
     def needs_write(self) -> bool:
@@ -89,7 +94,36 @@ def _lessons(value: str) -> bool:
     return value == "on"
 
 
-PARSERS = {"budget": _budget, "steps": _steps, "agent": _agent, "lessons": _lessons}
+def _sha(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{7,40}", value):
+        raise CommandError(f"`sha={value}` is not a commit (7 to 40 hex digits)")
+    return value
+
+
+PARSERS = {
+    "budget": _budget,
+    "steps": _steps,
+    "agent": _agent,
+    "lessons": _lessons,
+    "sha": _sha,
+}
+
+
+def over_the_caps(command: Command, *, max_budget_hours: float, max_steps: int) -> str | None:
+    """The reply refusing a tune that asks for more than the operator allows
+    (``ATTUNE_MAX_BUDGET_HOURS``, ``ATTUNE_MAX_STEPS``), or None."""
+    if command.budget_hours is not None and command.budget_hours > max_budget_hours:
+        return (
+            f"`budget={command.budget_hours:g}` is over this installation's cap of "
+            f"{max_budget_hours:g} GPU-hours per campaign: ask for at most "
+            f"`budget={max_budget_hours:g}` (the operator sets the cap)."
+        )
+    if command.steps is not None and command.steps > max_steps:
+        return (
+            f"`steps={command.steps}` is over this installation's cap of {max_steps} steps per "
+            f"benchmark: ask for at most `steps={max_steps}` (the operator sets the cap)."
+        )
+    return None
 
 
 def parse(body: str) -> Command | None:
@@ -133,4 +167,5 @@ def parse(body: str) -> Command | None:
         steps=values.get("steps"),
         agent=values.get("agent"),
         lessons=values.get("lessons"),
+        sha=values.get("sha"),
     )

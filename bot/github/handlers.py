@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Protocol
 
 from bot.forges.github import PullContext
@@ -115,6 +116,7 @@ class CommandHandler:
             str(payload["comment"]["user"]["login"]),
             installation,
             comment_id=item.comment_id,
+            commented_at=_when(payload["comment"].get("created_at")),
         )
         if item.comment_id is not None:
             ctx.client.react(ctx.number, item.comment_id, "eyes")
@@ -141,6 +143,14 @@ class CommandHandler:
         if pull.head_repo != pull.base_repo:
             return replies.fork_refused(ctx.user)
         ctx.head_sha = pull.head_sha
+        return None
+
+
+def _when(value: object) -> datetime | None:
+    """A payload's ISO 8601 time (``2026-12-03T14:45:25Z``), or None."""
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+    except ValueError:
         return None
 
 

@@ -23,6 +23,9 @@ class Pull:
     """The head's repository (``None`` when a fork was deleted): a fork when not base_repo."""
     labels: list[str]
     merge_commit_sha: str | None
+    changed_files: int | None = None
+    """How many files the pull request changes, as GitHub counts them (read by ``pull``
+    only: its list of files stops at 3,000)."""
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from bot.campaign_state import CampaignState, fold
 from bot.forges.github import PullContext
 from bot.github.campaign_thread import RESUMABLE, Running, run_campaign
 from bot.github.client import RepoClients, app_slug
-from bot.github.commands import Command
-from bot.github.screening import screen_recipe
+from bot.github.commands import Command, over_the_caps
+from bot.github.public_text import for_the_pull_request
+from bot.github.screening import bound_head, screen_recipe
 from bot.github.settings import Settings
 from bot.render import replies
 from gate.errors import AttuneError
@@ -131,9 +132,19 @@ class GitHubCampaigns:
         done = self._opened_by_comment(ctx)
         if done is not None:
             return replies.started_by_this_comment(done)
+        capped = over_the_caps(
+            command,
+            max_budget_hours=self.settings.max_budget_hours,
+            max_steps=self.settings.max_steps,
+        )
+        if capped is not None:
+            return capped
         problem = agent_problem(command.agent or "rules")  # agent=claude without its key
         if problem:
             return replies.agent_unavailable(command.agent or "rules", problem)
+        refusal = bound_head(ctx, command.sha)
+        if refusal is not None:
+            return refusal
         screened = screen_recipe(ctx)
         if isinstance(screened, str):
             return screened
@@ -166,7 +177,8 @@ class GitHubCampaigns:
                     lessons=command.lessons is not False,
                 )
             except AttuneError as exc:
-                return replies.not_a_recipe(path, head, str(exc))
+                problem = for_the_pull_request(log, f"{campaign}: {path} refused", exc)
+                return replies.not_a_recipe(path, head, problem)
         self._start_for(ctx, campaign)
         return replies.started(campaign, path, head, budget, steps)
 

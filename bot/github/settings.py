@@ -24,7 +24,7 @@ class Settings(BaseSettings):
     """The append-only ledger every campaign charges."""
     state_dir: Path = Path(".attune")
     """Campaign work directories and the delivery log."""
-    default_budget: float = Field(1.0, gt=0)
+    default_budget: float = Field(1.0, gt=0, allow_inf_nan=False)
     """GPU-hours a campaign may spend when ``/attune tune`` gives no ``budget=``."""
     allowed_repositories: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """``owner/name`` of the repositories the App acts on (comma-separated); empty: none."""
@@ -83,6 +83,15 @@ class Settings(BaseSettings):
             if not (owner and sep and name) or "/" in name:
                 raise ValueError(f"{repo!r} is not owner/name")
         return value
+
+    @model_validator(mode="after")
+    def _the_default_budget_is_within_the_cap(self) -> Settings:
+        if self.default_budget > self.max_budget_hours:
+            raise ValueError(
+                f"default_budget ({self.default_budget:g}) is over max_budget_hours "
+                f"({self.max_budget_hours:g})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _a_body_fits_the_buffer(self) -> Settings:

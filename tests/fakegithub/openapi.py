@@ -32,6 +32,8 @@ EXTRA_OPERATIONS: dict[tuple[str, str], tuple[str, Any]] = {
     ("POST", _WF + "/dispatches"): ("actions/create-workflow-dispatch", _DISPATCH),
     ("GET", _WF + "/runs"): ("actions/list-workflow-runs", None),
     ("GET", _R + "/actions/runs"): ("actions/list-workflow-runs-for-repo", None),
+    ("GET", _R + "/actions/runs/{run_id}/jobs"): ("actions/list-jobs-for-workflow-run", None),
+    ("GET", _R + "/activity"): ("repos/list-activities", None),
     ("GET", _R + "/actions/artifacts/{artifact_id}/zip"): ("actions/download-artifact", None),
 }
 """Real GitHub operations the subset lacks: their ``operationId`` and JSON body (or ``None``)."""

@@ -349,7 +349,8 @@ class FakeGitHub(FakeState):
     def pulls_list_files(self, req: Req) -> Answer:
         pr = self._pull(req)
         head = self.repo(pr.head_repo)
-        return self._page(req, [self.diff_json(head, c, pr.head_sha) for c in self.pull_files(pr)])
+        listed = self.pull_files(pr)[: self.pull_files_limit]  # GitHub stops at 3,000 files
+        return self._page(req, [self.diff_json(head, c, pr.head_sha) for c in listed])
 
     def issues_create_comment(self, req: Req) -> Answer:
         pr, body = self._pull(req, "issue_number"), req.field("body")
@@ -438,6 +439,22 @@ class FakeGitHub(FakeState):
 
     def actions_get_workflow_run(self, req: Req) -> Answer:
         return 200, self.run_json(self._own("run", req, "run_id"))
+
+    def repos_list_activities(self, req: Req) -> Answer:
+        found = self.find("activity", repo=self._repo(req).full_name)
+        ref = req.query.get("ref")
+        if ref:
+            full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+            found = [a for a in found if a.ref == full]
+        kind = req.query.get("activity_type")
+        found = [a for a in found if kind in (None, a.activity_type)]
+        if req.query.get("direction", "desc") == "desc":
+            found = found[::-1]
+        return self._page(req, [self.activity_json(a) for a in found])
+
+    def actions_list_jobs_for_workflow_run(self, req: Req) -> Answer:
+        run = self._own("run", req, "run_id")
+        return self._page(req, [self.job_json(j) for j in self.jobs(run.id)], "jobs")
 
     def actions_list_workflow_run_artifacts(self, req: Req) -> Answer:
         kept = self.find("artifact", run_id=self._own("run", req, "run_id").id)

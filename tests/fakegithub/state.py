@@ -47,6 +47,15 @@ def now() -> datetime:
 
 
 @cache
+@cache
+def _recorded_job() -> dict[str, Any]:
+    """The job of the recorded ``workflow_job`` delivery (fixtures/github/webhooks)."""
+    from .openapi import fixtures_dir
+
+    path = fixtures_dir() / "webhooks" / "workflow_job.completed.json"
+    return dict(json.loads(path.read_text(encoding="utf-8"))["workflow_job"])
+
+
 def parse_workflow(path: str, text: str) -> Record:
     """A workflow file's ``name``, ``run_name``, ``inputs`` and whether it is ``dispatchable``."""
     try:
@@ -61,7 +70,17 @@ def parse_workflow(path: str, text: str) -> Record:
     inputs = dispatch.get("inputs") if isinstance(dispatch, dict) else None
     inputs = {k: v or {} for k, v in inputs.items()} if isinstance(inputs, dict) else {}
     name, run_name = str(doc.get("name") or path), doc.get("run-name")
-    return Record(name=name, run_name=run_name, inputs=inputs, dispatchable=dispatch is not False)
+    jobs = doc.get("jobs")
+    job_names = (
+        [str((v or {}).get("name") or k) for k, v in jobs.items()] if isinstance(jobs, dict) else []
+    )
+    return Record(
+        name=name,
+        run_name=run_name,
+        inputs=inputs,
+        dispatchable=dispatch is not False,
+        job_names=job_names or ["build"],
+    )
 
 
 def render_expression(template: str, context: dict[str, Any]) -> str:
@@ -130,6 +149,8 @@ class FakeState:
         self.records: dict[int, Record] = {}  # pull requests, comments, check runs, runs...
         self.requests, self.violations = list[Record](), list[Record]()
         self.response_problems: list[str] = []
+        self.pull_files_limit = 3000
+        """GitHub lists at most 3,000 files of a pull request (tests lower it)."""
         self._ids, self._secret = itertools.count(1_000_001), secrets.token_bytes(16)
         self._hosted: dict[tuple[str | int, ...], str] = {}
         self.bot_login = f"{self.app_slug}[bot]"  # the App's user, author of all the bot writes
@@ -235,10 +256,24 @@ class FakeState:
             return str(made.sha)
 
     def move_branch(self, target: Record, branch: str, sha: str) -> None:
-        """Point ``branch`` at ``sha``, as a push does; open pull requests from it follow."""
+        """Point ``branch`` at ``sha``, as a push does; open pull requests from it follow.
+        The push is recorded as the repository's activity (``GET .../activity``)."""
         with self.lock:
+            before = target.branches.get(branch)
             self.git.run("update-ref", target.refs + branch, sha)
             target.branches[branch] = sha
+            kind = "branch_creation" if before is None else "push"
+            if before is not None and self.git.merge_base(before, sha) != before:
+                kind = "force_push"
+            self.add(
+                "activity",
+                repo=target.full_name,
+                ref=f"refs/heads/{branch}",
+                before=before or "0" * 40,
+                after=sha,
+                activity_type=kind,
+                actor=target.owner,
+            )
             for pr in self.find("pull", state="open", head_repo=target.full_name, head=branch):
                 pr.head_sha, pr.updated_at = sha, now()
 
@@ -383,6 +418,17 @@ class FakeState:
             run.head_sha, run.head_branch, run.run_number = sha, head_branch, number
             run.status, run.conclusion, run.run_started_at = "queued", None, None
             run.check_suite_id, run.updated_at = next(self._ids), run.created_at
+            for job_name in spec.job_names:  # its jobs, queued (``GET .../runs/{id}/jobs``)
+                self.add(
+                    "job",
+                    run_id=run.id,
+                    repo=run.repo,
+                    name=job_name,
+                    status="queued",
+                    conclusion=None,
+                    started_at=None,
+                    completed_at=None,
+                )
             return run
 
     def dispatches(self, repo: Name = None) -> list[Record]:
@@ -397,7 +443,14 @@ class FakeState:
     def start_run(self, run_id: int) -> Record:
         run = self.records[run_id]
         run.status, run.run_started_at, run.updated_at = "in_progress", now(), now()
+        for job in self.find("job", run_id=run_id):
+            job.status, job.started_at = "in_progress", run.run_started_at
         return run
+
+    def jobs(self, run_id: int) -> list[Record]:
+        """A run's jobs; a test may set their ``started_at``/``completed_at`` (how long the
+        runner was held)."""
+        return self.find("job", run_id=run_id)
 
     def complete_run(
         self, run_id: int, conclusion: str = "success", artifacts: Zips = None
@@ -405,6 +458,10 @@ class FakeState:
         run = self.records[run_id]
         run.status, run.conclusion, run.updated_at = "completed", conclusion, now()
         run.run_started_at = run.run_started_at or run.updated_at
+        for job in self.find("job", run_id=run_id):
+            job.status, job.conclusion = "completed", conclusion
+            job.started_at = job.started_at or run.run_started_at
+            job.completed_at = job.completed_at or run.updated_at
         for name, content in (artifacts or {}).items():
             files = dict(content) if isinstance(content, dict) else {name: content}
             self.add("artifact", run_id=run.id, repo=run.repo, name=name, files=files)
@@ -631,6 +688,31 @@ class FakeState:
         body["head_commit"]["message"] = commit.message
         body["repository"] = self.repo_as(self.repo(run.repo), "workflow-run", "repository")
         return body | {"head_repository": body["repository"]}
+
+    def activity_json(self, activity: Record) -> Any:
+        """A push, as ``GET /repos/{owner}/{repo}/activity`` lists it (the ``activity``
+        object: before/after, ref, timestamp, activity_type, actor)."""
+        body = {"id": activity.id, "node_id": node_id("Activity", activity.id)}
+        body |= {"before": activity.before, "after": activity.after, "ref": activity.ref}
+        body |= {"timestamp": iso(activity.created_at), "activity_type": activity.activity_type}
+        return body | {"actor": self.user_json(activity.actor)}
+
+    def job_json(self, job: Record) -> Any:
+        """A job as ``GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs`` lists it: the shape
+        of the recorded ``workflow_job`` webhook's job (the REST ``job`` object)."""
+        run, repo = self.run(job.run_id), self.repo(job.repo)
+        body = dict(_recorded_job())
+        api, html = self.api(repo.full_name), f"{self.url}/{repo.full_name}"
+        body.update(id=job.id, run_id=run.id, run_attempt=1, node_id=node_id("Job", job.id))
+        body.update(run_url=f"{api}/actions/runs/{run.id}", url=f"{api}/actions/jobs/{job.id}")
+        body.update(html_url=f"{html}/actions/runs/{run.id}/job/{job.id}")
+        body.update(check_run_url=f"{api}/check-runs/{job.id}", workflow_name=run.name)
+        body.update(head_sha=run.head_sha, head_branch=run.head_branch, name=job.name)
+        body.update(status=job.status, conclusion=job.conclusion, created_at=iso(job.created_at))
+        body.update(started_at=iso(job.started_at or job.created_at))
+        body.update(completed_at=iso(job.completed_at), steps=[], labels=["self-hosted", "gpu"])
+        body.update(runner_id=1, runner_name="gpu-runner-1", runner_group_id=1)
+        return body | {"runner_group_name": "Default"}
 
     def artifact_json(self, artifact: Record) -> Any:
         run, repo = self.run(artifact.run_id), self.repo(artifact.repo)
