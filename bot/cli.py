@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "train-env", help="prepare the GPU training environment of a Megatron/torchtitan recipe"
     )
     env.add_argument("recipe", type=Path)
-    for name in ("torch", "cuda", "megatron", "torchtitan", "transformer-engine"):
+    for name in ("torch", "cuda", "megatron", "torchtitan", "transformer-engine", "python"):
         env.add_argument(f"--{name}", default="")
     env.add_argument("--cache", type=Path, required=True, help="the runner's tool cache")
     env.add_argument("--github-env", type=Path, help="append the settings to this file")
@@ -255,6 +255,7 @@ def dispatch(args: argparse.Namespace) -> int:
             megatron=args.megatron,
             torchtitan=args.torchtitan,
             transformer_engine=args.transformer_engine,
+            python=args.python,
         )
         return train_env(args.recipe, request, cache=args.cache, github_env=args.github_env)
     if args.command == "log":

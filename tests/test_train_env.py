@@ -9,7 +9,20 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.commands.train_env import READY, TrainEnvRequest, cache_key, plan
+from bot.commands.train_env import (
+    INTERPRETER_VAR,
+    LINK_CONFIG,
+    READY,
+    TrainEnvRequest,
+    cache_key,
+    interpreter_version,
+    plan,
+    te_version,
+    training_interpreter,
+)
+from gate.errors import AttuneError
+from runners.megatron.model_checks import ASSUMED_TE
+from runners.megatron.pins import TRANSFORMER_ENGINE
 
 ROOT = Path(__file__).resolve().parent.parent
 MEGATRON = str(ROOT / "examples/megatron/llama3-8b.yaml")
@@ -32,9 +45,16 @@ def test_an_embedded_recipe_needs_nothing(
     assert not out.exists() and not (tmp_path / "attune-train").exists()
 
 
-def test_a_cached_environment_is_reused_and_handed_on(tmp_path: Path) -> None:
-    request = TrainEnvRequest(torch="2.9.0", cuda="cu128", megatron="core_v0.19.0")
-    folder = tmp_path / "attune-train" / cache_key("megatron", request)
+def test_a_cached_environment_is_reused_and_handed_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = training_interpreter("megatron")  # this machine's Python >= 3.12 (see below)
+    monkeypatch.setenv(INTERPRETER_VAR, python)
+    request = TrainEnvRequest(
+        torch="2.9.0", cuda="cu128", megatron="core_v0.19.0", transformer_engine=TRANSFORMER_ENGINE
+    )
+    key = cache_key("megatron", request, interpreter_version(python))
+    folder = tmp_path / "attune-train" / key
     folder.mkdir(parents=True)
     (folder / READY).write_text("")  # built by an earlier job on this runner
     out = tmp_path / "github_env"
@@ -91,9 +111,91 @@ def test_the_build_plan_pins_every_piece(tmp_path: Path) -> None:
         "https://github.com/NVIDIA/Megatron-LM",
         str(tmp_path / "Megatron-LM"),
     ]
-    assert steps[3][-1] == str(tmp_path / "Megatron-LM")
+    assert steps[3][-2:] == [str(tmp_path / "Megatron-LM"), "pybind11"]
     assert steps[4][-1] == "transformer_engine[pytorch]==2.8.0"
+    # the venv gets its interpreter's python3-config, then the dataset helpers are built
+    assert steps[5][-3:] == ["-c", LINK_CONFIG, str(tmp_path / "venv" / "bin")]
+    assert steps[6] == ["make", "-C", str(tmp_path / "Megatron-LM" / "megatron/core/datasets")]
     titan = plan(
         "torchtitan", TrainEnvRequest(torch="2.9.0", cuda="cu128", torchtitan="0.3.0"), tmp_path
     )
     assert titan[-1][-1] == "torchtitan==0.3.0"
+
+
+def test_the_runner_installs_the_te_the_gate_assumed() -> None:
+    """One value: an undeclared TE is checked as ASSUMED_TE and installed as the pin."""
+    assert ASSUMED_TE == TRANSFORMER_ENGINE
+    assert te_version({}, "") == TRANSFORMER_ENGINE
+    assert te_version({}, TRANSFORMER_ENGINE) == TRANSFORMER_ENGINE
+    assert te_version({"transformer_engine": "2.9"}, "2.9.0") == "2.9"
+    assert te_version({"transformer_engine": "none"}, "") is None
+
+
+@pytest.mark.parametrize(
+    ("body", "requested", "message"),
+    [
+        ({}, "2.8.0", "declares none, so the gate assumed transformer_engine 2.14.0"),
+        ({"transformer_engine": "2.9"}, "2.10.0", "the recipe declares transformer_engine 2.9"),
+        ({"transformer_engine": "none"}, "2.9.0", "declares transformer_engine: none"),
+    ],
+)
+def test_a_te_other_than_the_gates_is_refused(
+    body: dict[str, str], requested: str, message: str
+) -> None:
+    with pytest.raises(AttuneError, match=message):
+        te_version(body, requested)
+
+
+def test_the_cli_refuses_a_te_pin_the_gate_did_not_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["train-env", MEGATRON, *PINNED, "--transformer-engine", "2.8.0"]
+    assert main([*args, "--cache", str(tmp_path)]) == 2
+    assert "the gate assumed transformer_engine 2.14.0" in capsys.readouterr().err
+    assert not (tmp_path / "attune-train").exists()
+
+
+def test_megatron_needs_a_python_of_at_least_3_12(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attune's own 3.11 is not enough for Megatron-LM core_v0.19.0; with no other interpreter
+    on PATH the error says how to get one. torchtitan takes attune's own."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it, no pyenv
+    monkeypatch.delenv(INTERPRETER_VAR, raising=False)
+    if sys.version_info < (3, 12):
+        with pytest.raises(AttuneError, match=r"needs Python >= 3\.12 .*\(pyenv install 3\.12"):
+            training_interpreter("megatron")
+    assert training_interpreter("torchtitan") == sys.executable
+    with pytest.raises(AttuneError, match="does not run"):
+        training_interpreter("megatron", str(tmp_path / "python9"))
+    if sys.version_info < (3, 12):
+        with pytest.raises(AttuneError, match=r"needs Python >= 3\.12"):
+            training_interpreter("megatron", sys.executable)
+
+
+def test_this_machine_has_a_python_for_megatron() -> None:
+    """The training environment's interpreter is found here (PATH or pyenv). Where this fails,
+    install Python 3.12 (pyenv install 3.12, uv python install 3.12, apt install python3.12) or
+    name one with ATTUNE_TRAIN_INTERPRETER: never a silent skip."""
+    python = training_interpreter("megatron")
+    version = interpreter_version(python)
+    assert version is not None and version >= (3, 12)
+
+
+@pytest.mark.slow
+def test_the_helpers_step_gives_the_venv_its_own_python3_config(tmp_path: Path) -> None:
+    """A rehearsal of the build's interpreter steps with the real Python >= 3.12 (no torch, no
+    download): its venv, then the step that links its python3-config, whose extension suffix
+    names the helpers for that Python."""
+    import subprocess
+
+    python = training_interpreter("megatron")
+    steps = plan("megatron", TrainEnvRequest(torch="2.9.0", cuda="cu128", megatron="x"), tmp_path,
+                 python=python)  # fmt: skip
+    subprocess.run(steps[0], check=True)  # the venv
+    (link,) = [step for step in steps if LINK_CONFIG in step]
+    subprocess.run(link, check=True)  # python3-config into it
+    config = tmp_path / "venv" / "bin" / "python3-config"
+    suffix = subprocess.run([str(config), "--extension-suffix"], capture_output=True, text=True)
+    minor = interpreter_version(python)
+    assert minor is not None and f"cpython-{minor[0]}{minor[1]}" in suffix.stdout

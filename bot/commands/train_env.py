@@ -9,6 +9,16 @@ as runner settings (``ATTUNE_TRAIN_PYTHON``, ``ATTUNE_MEGATRON_PATH``) through `
 
 A runner whose administrator provides the environment sets ``ATTUNE_TRAIN_PYTHON`` (and
 ``ATTUNE_MEGATRON_PATH``) in the runner's own environment; nothing is built then.
+
+The environment is built with its own interpreter, not attune's: Megatron-LM core_v0.19.0 needs
+Python >= 3.12 (``runners.megatron.pins.MIN_PYTHON``), attune runs on 3.11. It is named by
+``--python`` or the runner setting ``ATTUNE_TRAIN_INTERPRETER``, else found on PATH
+or among pyenv's versions (``python3.14`` ... ``python3``, attune's own), each one asked for
+its version; the oldest that is new enough is taken.
+A Megatron-LM environment also gets Transformer Engine at the recipe's declared version (else
+``runners.megatron.pins.TRANSFORMER_ENGINE``, the one the gate assumed), pybind11, and its
+dataset helpers (``megatron/core/datasets/helpers_cpp``) built, so rank 0's ``make`` at
+start-up (megatron/training/initialize.py:155-178) finds them up to date.
 """
 
 from __future__ import annotations
@@ -19,12 +29,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from bot.console import console
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
+from runners.megatron.pins import MIN_PYTHON, TRANSFORMER_ENGINE
 
 MEGATRON_REPO = "https://github.com/NVIDIA/Megatron-LM"
 TORCH_INDEX = "https://download.pytorch.org/whl/{cuda}"
@@ -44,7 +56,134 @@ class TrainEnvRequest(BaseModel):
     """A Megatron-LM git tag or branch (``core_v0.19.0``)."""
     torchtitan: str = ""
     transformer_engine: str = ""
-    """Optional: a Transformer Engine version for FP8 Megatron-LM recipes."""
+    """Megatron-LM: the Transformer Engine version; it must be the recipe's declared
+    ``transformer_engine`` (or, undeclared, ``runners.megatron.pins.TRANSFORMER_ENGINE``), the
+    version the gate checked the recipe against. Empty: that version."""
+    python: str = ""
+    """The interpreter the environment is built with (``--python``; else the runner setting
+    ``ATTUNE_TRAIN_INTERPRETER``, else found on PATH)."""
+
+
+INTERPRETER_VAR = "ATTUNE_TRAIN_INTERPRETER"
+CANDIDATES = ("python3.14", "python3.13", "python3.12", "python3.11", "python3.10", "python3")
+"""Interpreters looked for on PATH, newest first."""
+MIN_PYTHON_FOR = {"megatron": MIN_PYTHON, "torchtitan": (3, 10)}
+"""torchtitan 0.3.0 declares requires-python >= 3.10."""
+
+
+def interpreter_version(python: str) -> tuple[int, int] | None:
+    """``python``'s (major, minor), asked of the interpreter itself; None when it does not run
+    (a pyenv shim of a version that is not selected fails here, as it would in the build)."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = done.stdout.split()
+    if done.returncode != 0 or len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _pyenv_interpreters() -> list[str]:
+    """The interpreters pyenv has installed, newest first: a pyenv shim runs only the versions
+    pyenv selects, so ``python3.12`` on PATH may fail while pyenv holds a 3.12."""
+    if shutil.which("pyenv") is None:
+        return []
+    try:
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=30)
+        bare = subprocess.run(
+            ["pyenv", "versions", "--bare"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for name in bare.stdout.split():
+        match = re.fullmatch(r"(\d+)\.(\d+)\.\d+", name)
+        if match:
+            minor = (int(match[1]), int(match[2]))
+            path = (
+                Path(root.stdout.strip())
+                / "versions"
+                / name
+                / "bin"
+                / f"python{match[1]}.{match[2]}"
+            )
+            found.append((minor, str(path)))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def training_interpreter(framework: str, named: str = "") -> str:
+    """The interpreter to build ``framework``'s environment with: ``named`` (or
+    ``ATTUNE_TRAIN_INTERPRETER``) when it runs and is new enough, else the oldest new enough
+    of ``CANDIDATES`` on PATH, pyenv's versions and attune's own. AttuneError saying how to
+    get one."""
+    need = MIN_PYTHON_FOR[framework]
+    wanted = ".".join(map(str, need))
+    named = named or os.environ.get(INTERPRETER_VAR, "")
+    if named:
+        found = interpreter_version(named)
+        if found is None:
+            raise AttuneError(f"the training interpreter {named!r} does not run")
+        if found < need:
+            raise AttuneError(
+                f"the training interpreter {named} is Python {found[0]}.{found[1]}; {framework} "
+                f"needs Python >= {wanted}"
+            )
+        return named
+    tried: list[str] = []
+    usable: list[tuple[tuple[int, int], str]] = []
+    for name in (*CANDIDATES, *_pyenv_interpreters(), sys.executable):
+        path = shutil.which(name) or (name if os.path.isabs(name) else None)
+        if path is None or path in tried:
+            continue
+        tried.append(path)
+        found = interpreter_version(path)
+        if found is not None and found >= need:
+            usable.append((found, path))
+    if usable:  # the oldest that is new enough: the widest choice of prebuilt wheels
+        return min(usable, key=lambda item: item[0])[1]
+    raise AttuneError(
+        f"{framework} needs Python >= {wanted} for its training environment and none was found "
+        f"(tried {', '.join(CANDIDATES)} on PATH, pyenv's versions and attune's own Python "
+        f"{sys.version_info[0]}.{sys.version_info[1]}): install one (pyenv install {wanted}, "
+        f"uv python install {wanted}, or the distribution's python{wanted}) and name it with "
+        f"--python or {INTERPRETER_VAR}"
+    )
+
+
+def te_version(body: dict[str, Any], requested: str) -> str | None:
+    """The Transformer Engine a Megatron-LM recipe's environment gets: its declared
+    ``transformer_engine`` (None for ``none``), else the pin; a requested version that is not
+    that one is refused (the gate judged the recipe against it)."""
+    from packaging.version import InvalidVersion, Version
+
+    declared = body.get("transformer_engine")
+    if declared is not None and str(declared).lower() == "none":
+        if requested:
+            raise AttuneError(
+                f"transformer-engine {requested} requested, but the recipe declares "
+                "transformer_engine: none"
+            )
+        return None
+    version = str(declared) if declared is not None else TRANSFORMER_ENGINE
+    try:
+        same = not requested or Version(requested) == Version(version)
+    except InvalidVersion:
+        same = False
+    if not same:
+        origin = "declares" if declared is not None else "declares none, so the gate assumed"
+        raise AttuneError(
+            f"transformer-engine {requested} requested, but the recipe {origin} "
+            f"transformer_engine {version}: the runner must run the TE the gate checked the "
+            "recipe against (set the recipe's transformer_engine, or pin the same version)"
+        )
+    return version
 
 
 def _check(req: TrainEnvRequest, framework: str) -> None:
@@ -67,26 +206,33 @@ def _check(req: TrainEnvRequest, framework: str) -> None:
         )
 
 
-def cache_key(framework: str, req: TrainEnvRequest) -> str:
-    version = req.megatron if framework == "megatron" else req.torchtitan
+def cache_key(framework: str, req: TrainEnvRequest, version: tuple[int, int] | None = None) -> str:
+    """The cache folder's name: everything the build pins (the interpreter's minor version
+    too, when known)."""
+    pinned = req.megatron if framework == "megatron" else req.torchtitan
     te = f"-te{req.transformer_engine}" if req.transformer_engine else ""
-    key = f"{framework}-{version}-torch{req.torch}-{req.cuda}{te}"
+    py = f"-py{version[0]}.{version[1]}" if version else ""
+    key = f"{framework}-{pinned}-torch{req.torch}-{req.cuda}{te}{py}"
     return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
 
-def plan(framework: str, req: TrainEnvRequest, folder: Path) -> list[list[str]]:
-    """The commands that build the environment in ``folder``, in order."""
-    python = str(folder / "venv" / "bin" / "python")
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+def plan(
+    framework: str, req: TrainEnvRequest, folder: Path, *, python: str | None = None
+) -> list[list[str]]:
+    """The commands that build the environment in ``folder``, in order, with ``python`` (the
+    training interpreter; attune's own when None). They run with the new venv's ``bin`` first
+    on PATH, so ``python3`` in Megatron's helpers Makefile is the venv's."""
+    venv_python = str(folder / "venv" / "bin" / "python")
+    pip = [venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     steps = [
-        [sys.executable, "-m", "venv", str(folder / "venv")],
+        [python or sys.executable, "-m", "venv", str(folder / "venv")],
         [*pip, f"torch=={req.torch}", "--index-url", TORCH_INDEX.format(cuda=req.cuda)],
     ]
     if framework == "megatron":
         checkout = str(folder / "Megatron-LM")
         steps.append(["git", "clone", "--quiet", "--depth", "1", "--branch", req.megatron,
                       MEGATRON_REPO, checkout])  # fmt: skip
-        steps.append([*pip, checkout])
+        steps.append([*pip, checkout, "pybind11"])
         if req.transformer_engine:
             steps.append(
                 [
@@ -95,9 +241,27 @@ def plan(framework: str, req: TrainEnvRequest, folder: Path) -> list[list[str]]:
                     f"transformer_engine[pytorch]=={req.transformer_engine}",
                 ]
             )
+        steps.append([venv_python, "-c", LINK_CONFIG, str(folder / "venv" / "bin")])
+        steps.append(["make", "-C", str(Path(checkout) / HELPERS)])
     else:
         steps.append([*pip, f"torchtitan=={req.torchtitan}"])
     return steps
+
+
+HELPERS = "megatron/core/datasets"
+"""Megatron's dataset helpers: ``make`` there builds ``helpers_cpp<EXT_SUFFIX>`` with
+``python3 -m pybind11 --includes`` and ``python3-config --extension-suffix`` from PATH."""
+
+LINK_CONFIG = (
+    "import os, sys, sysconfig; v = sys.version_info; "
+    "src = os.path.join(sysconfig.get_config_var('BINDIR'), f'python{v[0]}.{v[1]}-config'); "
+    "dst = os.path.join(sys.argv[1], 'python3-config'); "
+    "os.path.exists(src) or sys.exit(f'no {src}: the interpreter has no development files "
+    "(python3-config, Python.h); Megatron builds its dataset helpers with them'); "
+    "os.path.lexists(dst) or os.symlink(src, dst)"
+)
+"""A venv has no ``python3-config``; the Makefile would take another Python's from PATH and name
+the helpers for that Python. The venv gets its own interpreter's."""
 
 
 def settings_for(framework: str, folder: Path) -> dict[str, str]:
@@ -120,13 +284,20 @@ def train_env(
         console.print("the runner provides ATTUNE_TRAIN_PYTHON: nothing to prepare")
         return 0
     _check(req, framework)
-    folder = (cache / "attune-train" / cache_key(framework, req)).resolve()
+    if framework == "megatron":
+        te = te_version(load_recipe(recipe_path).body, req.transformer_engine)
+        req = req.model_copy(update={"transformer_engine": te or ""})
+    python = training_interpreter(framework, req.python)
+    version = interpreter_version(python)
+    folder = (cache / "attune-train" / cache_key(framework, req, version)).resolve()
     if not (folder / READY).is_file():
         shutil.rmtree(folder, ignore_errors=True)  # an interrupted build
         folder.mkdir(parents=True)
-        for command in plan(framework, req, folder):
-            console.print(f"$ {' '.join(command)}")
-            done = subprocess.run(command, check=False)
+        path = f"{folder / 'venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+        env = {**os.environ, "PATH": path}
+        for command in plan(framework, req, folder, python=python):
+            console.print(f"$ {' '.join(command)}", markup=False, highlight=False)
+            done = subprocess.run(command, check=False, env=env)
             if done.returncode != 0:
                 raise AttuneError(f"building the training environment failed: {command[:4]}...")
         (folder / READY).write_text("")

@@ -38,10 +38,13 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-ASSUMED_TE = "2.14.0"
+from runners.megatron.pins import TRANSFORMER_ENGINE
+
+ASSUMED_TE = TRANSFORMER_ENGINE
 """The Transformer Engine version a recipe that declares none is checked against: the highest
 version megatron-core 0.19.2's model checks ask for (transformer_config.py:1562), so an
-undeclared TE refuses nothing for being too old. ``transformer_engine: none`` declares no TE."""
+undeclared TE refuses nothing for being too old, and the one ``attune train-env`` installs for
+it (``runners.megatron.pins``). ``transformer_engine: none`` declares no TE."""
 
 _FUSED_ROPE = ("fused_apply_rotary_pos_emb", "fused_apply_rotary_pos_emb_thd")
 """rope_utils globals set from TE at import (megatron/core/models/common/embeddings/
