@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bot.interfaces import Role
+from bot.launch_paths import located, stored
 from bot.memory_guard import MemoryGuard
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
@@ -203,10 +204,11 @@ class LocalExecutor:
 
     def record_launched(self, trial: str, launch: Launch) -> None:
         """The launch's handle, beside the run (for a bot killed before the handle reached the
-        ledger) and as ``trial_launched``."""
-        Path(launch.handle.workdir, "launch.json").write_text(launch.model_dump_json())
+        ledger) and as ``trial_launched``, its paths relative to the campaign directory."""
+        kept = stored(launch, self.workdir)
+        Path(launch.handle.workdir, "launch.json").write_text(kept.model_dump_json())
         self.ledger.append(
-            self.campaign, "trial_launched", {"trial": trial, **launch.model_dump(mode="json")}
+            self.campaign, "trial_launched", {"trial": trial, **kept.model_dump(mode="json")}
         )
 
     def record_finished(self, trial: str, result: TrialResult, **extra: object) -> None:
@@ -224,6 +226,7 @@ class LocalExecutor:
                 f"trial {trial} was launched on the {launch.handle.backend} backend; this "
                 f"campaign runs on {self.backend.name}"
             )
+        launch = located(launch, self.workdir)  # stored paths are the campaign dir's
         outcome = self.backend.wait(launch.handle)
         result = collect(launch, outcome)
         self.record_finished(trial, result, reconciled=reconciled)

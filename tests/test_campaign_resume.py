@@ -270,9 +270,9 @@ def _kill_once(name: str, command: list[str], workdir: Path, log: Path) -> Kill 
     if launched:
         handle = launched[-1].payload["handle"]
         supervisor_alive = alive(int(handle["pid"]))
-        exit_at_kill = (Path(handle["workdir"]) / EXIT_FILE).exists()
+        exit_at_kill = (workdir / handle["workdir"] / EXIT_FILE).exists()
         if scenario.wait_for_exit:
-            _wait_for(Path(handle["workdir"]) / EXIT_FILE)
+            _wait_for(workdir / handle["workdir"] / EXIT_FILE)
     return Kill(name, scenario, killed_rc, at_kill, supervisor_alive, exit_at_kill, time.time())
 
 
