@@ -17,7 +17,17 @@ from pydantic import BaseModel, Field
 
 from gate.errors import AttuneError
 
-BASE_ENV = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES")
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
+)
 """Variables every GPU launch inherits from the runner; everything else must be named."""
 
 
@@ -37,9 +47,10 @@ class RunnerSettings(BaseModel):
     pass_env: list[str] = Field(default_factory=list)
     """``ATTUNE_LAUNCH_PASS_ENV`` (comma-separated): more of the runner's variables a launch
     may see (``NCCL_SOCKET_IFNAME``, ``NCCL_IB_HCA``...). Never secrets."""
-    hang_timeout_s: float = 900.0
+    hang_timeout_s: float = 300.0
     """``ATTUNE_HANG_TIMEOUT_S``: no new output line for this long and the launch is killed
-    as hung (charged like any other run)."""
+    as hung (charged like any other run). Below the default 600 s run limit; one at or past a
+    run's limit is cut to half of it (``runners.supervise.hang_limit``)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunnerSettings:
