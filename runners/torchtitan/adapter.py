@@ -19,6 +19,7 @@ from runners.cli_edit import edit_torchtitan_overrides
 from runners.harness import HarnessArgs, torchtitan_overrides
 from runners.runner_settings import RunnerSettings
 from runners.torchtitan.metrics import parse_torchtitan_log
+from runners.torchtitan.offline import OfflineData
 from runners.torchtitan.recipe import TorchtitanRecipe, model_module
 from runners.worker_adapter import DistributedRecipe, WorkerAdapter
 
@@ -82,7 +83,13 @@ class TorchtitanAdapter(WorkerAdapter[TorchtitanRecipe]):
         workdir: Path,
         profile: bool,
     ) -> HarnessArgs:
-        return torchtitan_overrides(body.overrides, steps=steps, workdir=workdir, profile=profile)
+        out = torchtitan_overrides(body.overrides, steps=steps, workdir=workdir, profile=profile)
+        local = OfflineData.from_env().overrides()  # the runner's tokenizer and dataset
+        if not local:
+            return out
+        return out.model_copy(
+            update={"argv": [*out.argv, *local], "harness": [*out.harness, *local]}
+        )
 
     def metrics_context(self, effective: EffectiveConfig) -> dict[str, int]:
         v = effective.values
