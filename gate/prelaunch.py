@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gate.env_allowlist import EnvRefused
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import ConfigChange, EffectiveConfig, Finding, GateReport, Verdict
 from gate.registry import Registry
@@ -51,6 +52,7 @@ def judge(baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Regis
             )
         )
     findings += warning_findings(baseline, candidate, registry)
+    findings += _unchanged_env_refusals(baseline, candidate, registry, findings)
     classes = {f.key_class for f in findings}
     verdict: Verdict = "allow"
     if classes & {"semantic", "known_bug", "invalid"}:
@@ -58,6 +60,58 @@ def judge(baseline: EffectiveConfig, candidate: EffectiveConfig, registry: Regis
     elif "unknown" in classes:
         verdict = "review"
     return GateReport(verdict=verdict, findings=findings)
+
+
+def _unchanged_env_refusals(
+    baseline: EffectiveConfig,
+    candidate: EffectiveConfig,
+    registry: Registry,
+    findings: list[Finding],
+) -> list[Finding]:
+    """An ``invalid`` finding for each variable a recipe sets that the registry's allow-list
+    refuses and that no finding names yet (the same in both recipes, so not in the diff): the
+    baseline is as untrusted as the candidate."""
+    named = {f.key for f in findings}
+    out = []
+    for config in (baseline, candidate):
+        for name in sorted(config.env):
+            key = f"env.{name}"
+            if key in named or key not in config.explicit:
+                continue
+            problem = registry.env_allowlist.name_problem(name)
+            if problem is not None:
+                named.add(key)
+                value = config.env[name]
+                out.append(
+                    Finding(
+                        key=key,
+                        baseline=baseline.env.get(name),
+                        candidate=candidate.env.get(name, value),
+                        key_class="invalid",
+                        reason=problem,
+                        source="-",
+                    )
+                )
+    return out
+
+
+def env_refused(refusal: EnvRefused) -> GateReport:
+    """The verdict on a pair where a recipe sets a variable its framework's allow-list does
+    not hold (or a value that is not one line of bounded text): reject, one ``invalid``
+    finding per variable, naming the recipe. Nothing was resolved or run."""
+    where = refusal.recipe_path or "the recipe"
+    findings = [
+        Finding(
+            key=key,
+            baseline=None,
+            candidate=None,
+            key_class="invalid",
+            reason=f"{where}: {why}" + (f"; {refusal.allowed}" if refusal.allowed else ""),
+            source="-",
+        )
+        for key, why in refusal.problems
+    ]
+    return GateReport(verdict="reject", findings=findings)
 
 
 def refused(refusal: FrameworkRefusal) -> GateReport:

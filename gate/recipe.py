@@ -6,22 +6,30 @@ from pathlib import Path
 
 import yaml
 
+from gate.env_allowlist import EnvRefused
 from gate.errors import AttuneError
 from gate.models import Recipe
+from gate.registry import recipe_allowlist
 
 
-def load_recipe(path: Path | str) -> Recipe:
+def load_recipe(
+    path: Path | str, *, check_env: bool = True, registry_dir: Path | None = None
+) -> Recipe:
     """Parse ``path``; a missing file, bad YAML or a missing ``framework`` is an AttuneError."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as exc:
         raise AttuneError(f"cannot read recipe ({exc.strerror})", path=str(p)) from exc
-    return parse_recipe(text, path=p)
+    return parse_recipe(text, path=p, check_env=check_env, registry_dir=registry_dir)
 
 
-def parse_recipe(text: str, *, path: Path | str) -> Recipe:
-    """Parse recipe ``text``; ``path`` names it in errors and gives the default name."""
+def parse_recipe(
+    text: str, *, path: Path | str, check_env: bool = True, registry_dir: Path | None = None
+) -> Recipe:
+    """Parse recipe ``text``; ``path`` names it in errors and gives the default name. Its
+    ``env`` is checked against the framework's allow-list (``registry_dir``'s files) unless
+    ``check_env`` is False (``gate check``, which turns a refusal into a verdict)."""
     p = Path(path)
     try:
         data = yaml.safe_load(text)
@@ -40,4 +48,24 @@ def parse_recipe(text: str, *, path: Path | str) -> Recipe:
     name = data.pop("name", None) or p.stem
     if not isinstance(name, str):
         raise AttuneError("must be a string", path=str(p), key="name")
-    return Recipe(framework=framework, name=name, path=str(p), body=data)
+    recipe = Recipe(framework=framework, name=name, path=str(p), body=data)
+    if check_env:
+        refuse_env(recipe, registry_dir)
+    return recipe
+
+
+def env_refusal(recipe: Recipe, registry_dir: Path | None = None) -> EnvRefused | None:
+    """The refusal of the recipe's ``env`` (every variable its framework's registry does not
+    allow, every value that is not one line of bounded text), or None."""
+    env = recipe.body.get("env")
+    if not env:
+        return None
+    return recipe_allowlist(recipe.framework, registry_dir).refusal(env, path=recipe.path)
+
+
+def refuse_env(recipe: Recipe, registry_dir: Path | None = None) -> None:
+    """``EnvRefused`` (an AttuneError naming each variable and the allowed list) when the
+    recipe's ``env`` is not all on its framework's allow-list."""
+    refusal = env_refusal(recipe, registry_dir)
+    if refusal is not None:
+        raise refusal

@@ -8,6 +8,7 @@ names the file and the entry, never an empty registry. Conditions are data: a ru
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gate.conditions import Condition
+from gate.env_allowlist import ENV_PREFIX, AllowList, entry_problem
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, KeyClass
 
@@ -133,6 +135,10 @@ class RegistryFile(BaseModel):
             raise ValueError("a registry file needs keys or known_bugs")
         if self.keys and self.versions is None:
             raise ValueError("a file with keys needs versions (e.g. '>=0.19,<0.20')")
+        for key in self.keys:
+            problem = entry_problem(key) if key.startswith(ENV_PREFIX) else None
+            if problem is not None:
+                raise ValueError(f"keys.{problem}")
         return self
 
     def covers(self, version: str) -> bool:
@@ -157,6 +163,9 @@ class Registry:
         self.bugs = bugs or {}
         """Known bugs that affect the version this registry was loaded for."""
         self._patterns = {k: e for k, e in data.keys.items() if any(c in k for c in "*?[")}
+        env_keys = [k for k in data.keys if k.startswith(ENV_PREFIX)]
+        self.env_allowlist = AllowList(env_keys, where=f"{path.parent.name}/{path.name}")
+        """The ``env.*`` entries: the variables a recipe of this framework may set."""
 
     def entry(self, key: str) -> Entry | None:
         if key in self.data.keys:
@@ -177,6 +186,10 @@ class Registry:
                     reason=f"{bug_id}: {bug.reason}{fix}",
                     source=bug.source,
                 )
+        if key.startswith(ENV_PREFIX):
+            problem = self.env_allowlist.name_problem(key.removeprefix(ENV_PREFIX))
+            if problem is not None:
+                return Classification(key_class="invalid", reason=problem, source="-")
         entry = self.entry(key)
         if entry is None:
             return Classification(
@@ -200,7 +213,16 @@ _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 
 
 def load_file(path: Path) -> Registry:
-    """Load and validate one registry file."""
+    """Load and validate one registry file (remembered while the file is unchanged)."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise AttuneError(f"cannot read registry ({exc.strerror})", path=str(path)) from exc
+    return _load_file(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_file(path: Path, mtime_ns: int, size: int) -> Registry:
     try:
         # libyaml's loader where PyYAML has it: the Megatron registry is 3,600 lines, and the
         # pure-Python loader spends 0.4 s on it in every gate check (libyaml: 0.05 s)
@@ -241,3 +263,16 @@ def load_registry(framework: str, version: str, directory: Path | None = None) -
         if _in_range(version, bug.versions)
     }
     return Registry(matching[0].data, matching[0].path, bugs)
+
+
+def recipe_allowlist(framework: str, directory: Path | None = None) -> AllowList:
+    """The env names a recipe of ``framework`` may set, before its version is known: those
+    every classification file of the framework allows (no file: none)."""
+    directory = directory or DEFAULT_REGISTRY_DIR
+    files = [load_file(p) for p in sorted(directory.glob("*.yaml"))]
+    lists = [r.env_allowlist for r in files if r.data.framework == framework and r.data.keys]
+    if not lists:
+        return AllowList([], where=f"{directory.name}/ (no registry for {framework!r})")
+    common = set(lists[0].entries).intersection(*(set(a.entries) for a in lists[1:]))
+    where = ", ".join(a.where for a in lists)
+    return AllowList(common, where=where)

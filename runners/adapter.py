@@ -17,18 +17,19 @@ class LaunchSpec(BaseModel):
     argv: list[str]
     """Command line; argv[0] is resolved on PATH by the backend."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Variables set for the launch (the recipe's environment)."""
-    unset_env: list[str] = Field(default_factory=list)
-    """Variables removed from the inherited environment, so the host cannot leak into a run."""
+    """The recipe's environment: names on ``framework``'s allow-list only (checked again by
+    ``runners.launch_env`` when a backend builds the launch's environment)."""
+    framework: str = ""
+    """Whose allow-list ``env`` is held to; a launch that names none may set no variable."""
+    pass_env: list[str] = Field(default_factory=list)
+    """More of the runner's own variables the launch inherits besides ``BASE_ENV`` and the
+    operator's ``ATTUNE_LAUNCH_PASS_ENV`` (the embedded workload's test hook)."""
     devices: int
     """Devices the launch occupies."""
     profile_trace: str | None = None
     """Where the launch writes its profiler trace (a file, or a folder of one per rank)."""
     nodes: int = 1
     """Machines the launch spans; the local backend runs one."""
-    clean_env: bool = False
-    """Start from an empty environment (``env`` is all the launch sees, besides what the
-    backend needs to start it) instead of the runner's minus ``unset_env``."""
     hang_timeout_s: float | None = None
     """No new output for this long and the launch is killed as hung."""
     metrics_context: dict[str, int] = Field(default_factory=dict)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pydantic import BaseModel
 
 from gate.errors import AttuneError
 from runners.adapter import LaunchSpec
+from runners.launch_env import launch_environment
 from runners.supervise import EXIT_FILE, alive
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -95,16 +95,7 @@ class LocalBackend:
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / EXIT_FILE).unlink(missing_ok=True)
-        if spec.clean_env:
-            env = dict(spec.env)
-            env.setdefault("PATH", os.environ.get("PATH", os.defpath))
-        else:
-            env = {k: v for k, v in os.environ.items() if k not in spec.unset_env}
-            env.update(spec.env)
-        # the launch imports runners.* from this checkout, wherever it runs from
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")])
-        )
+        env = launch_environment(spec)  # named runner variables + the recipe's allowed env
         argv = [sys.executable, "-m", "runners.supervise", "--workdir", str(workdir)]
         argv += ["--timeout", str(timeout_s)]
         if spec.hang_timeout_s is not None:

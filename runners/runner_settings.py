@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from gate.env_allowlist import secret_like
 from gate.errors import AttuneError
 
 BASE_ENV = (
@@ -27,8 +28,11 @@ BASE_ENV = (
     "CUDA_VISIBLE_DEVICES",
     "CUDA_HOME",
     "LD_LIBRARY_PATH",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
 )
-"""Variables every GPU launch inherits from the runner; everything else must be named."""
+"""Variables every launch inherits from the runner (``runners.launch_env``); everything else
+must be named by ``ATTUNE_LAUNCH_PASS_ENV``."""
 
 
 class RunnerSettings(BaseModel):
@@ -65,7 +69,14 @@ class RunnerSettings(BaseModel):
         if env.get("ATTUNE_RDZV_ENDPOINT"):
             values["rdzv_endpoint"] = env["ATTUNE_RDZV_ENDPOINT"]
         if env.get("ATTUNE_LAUNCH_PASS_ENV"):
-            values["pass_env"] = [v.strip() for v in env["ATTUNE_LAUNCH_PASS_ENV"].split(",")]
+            names = [v.strip() for v in env["ATTUNE_LAUNCH_PASS_ENV"].split(",") if v.strip()]
+            for name in names:
+                if secret_like(name) or name.startswith("ATTUNE_"):
+                    raise AttuneError(
+                        f"ATTUNE_LAUNCH_PASS_ENV names {name}, which looks like a credential or "
+                        "attune's own setting: a launch never sees those"
+                    )
+            values["pass_env"] = names
         if env.get("ATTUNE_HANG_TIMEOUT_S"):
             try:
                 values["hang_timeout_s"] = float(env["ATTUNE_HANG_TIMEOUT_S"])
@@ -84,11 +95,3 @@ class RunnerSettings(BaseModel):
         else:
             flags += ["--standalone"]
         return [*launcher, *flags]
-
-    def launch_env(self, recipe_env: Mapping[str, str]) -> dict[str, str]:
-        """What a GPU launch sees: the base variables and the named ones from the runner, then
-        the recipe's ``env``. Nothing else of the runner (tokens, keys) reaches it."""
-        names = [*BASE_ENV, *self.pass_env]
-        env = {k: os.environ[k] for k in names if k in os.environ}
-        env.update(recipe_env)
-        return env

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig, Recipe, StepRecord, ValidationWarning
+from gate.recipe import refuse_env
 from runners.adapter import FrameworkKeys, LaunchSpec
 from runners.harness import HarnessArgs
 from runners.resolve_cache import ResolveCache
@@ -100,13 +101,17 @@ class WorkerAdapter(Generic[BodyT]):
         return {"megatron": "Megatron"}.get(self.name, self.name)
 
     def _body(self, recipe: Recipe) -> BodyT:
+        """The recipe's body, validated; its ``env`` held to the allow-list again before a
+        resolve worker or a launch sees it (``EnvRefused``)."""
         try:
-            return self.body_model.model_validate(recipe.body)  # type: ignore[return-value]
+            body = self.body_model.model_validate(recipe.body)
         except ValidationError as exc:
             err = exc.errors()[0]
             key = ".".join(str(p) for p in err["loc"]) or None
             msg = err["msg"].removeprefix("Value error, ")
             raise AttuneError(msg.lower(), path=recipe.path, key=key) from None
+        refuse_env(recipe)
+        return body  # type: ignore[return-value]
 
     def resolve(self, recipe: Recipe) -> EffectiveConfig:
         return self.resolve_many([recipe])[0]
@@ -225,8 +230,9 @@ class WorkerAdapter(Generic[BodyT]):
         argv += [*self.entry(body, effective, settings), *harness.argv]
         return LaunchSpec(
             argv=argv,
-            env=settings.launch_env(body.env),
-            clean_env=True,
+            env=dict(body.env),
+            framework=self.name,
+            pass_env=list(settings.pass_env),
             devices=body.total_devices,
             nodes=nodes,
             profile_trace=harness.profile_trace,

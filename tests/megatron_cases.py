@@ -237,12 +237,14 @@ CASES: list[Case] = [
         {"train_samples": "semantic"},
         set_={"--train-samples": "1000000"},
     ),
+    # a Transformer Engine switch the allow-list holds only under NVTE_* (semantic): it scales
+    # the attention logits. A name off the list never gets this far (tests/test_env_allowlist.py)
     Case(
-        "unknown-env",
+        "te-qk-layer-scaling-env",
         "llama3-8b",
-        "review",
-        {"env.ATTUNE_TEST_KNOB": "unknown"},
-        env={"ATTUNE_TEST_KNOB": "1"},
+        "reject",
+        {"env.NVTE_APPLY_QK_LAYER_SCALING": "semantic"},
+        env={"NVTE_APPLY_QK_LAYER_SCALING": "1"},
     ),
     Case(
         "tp2-connections-8",

@@ -15,8 +15,9 @@ from gate.recipe import load_recipe
 from runners.adapter import LaunchSpec
 from runners.adapters import get_adapter
 from runners.bench import classify
+from runners.launch_env import launch_environment
 from runners.local import LocalBackend
-from runners.runner_settings import RunnerSettings
+from runners.runner_settings import BASE_ENV, RunnerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRETS = {"GITHUB_TOKEN": "ghs_secret", "ANTHROPIC_API_KEY": "sk-secret", "ATTUNE_X": "1"}
@@ -60,11 +61,13 @@ def test_megatron_launch(
     assert spec.argv[-len(spec.harness) :] == spec.harness
     assert spec.harness[:2] == ["--train-samples", str(10 * 128)]  # the recipe is sample-based
     assert "--train-samples 1953125000" in spec.overridden
-    assert spec.devices == 8 and spec.nodes == 1 and spec.clean_env
+    assert spec.devices == 8 and spec.nodes == 1 and spec.framework == "megatron"
     assert spec.metrics_context == {"seq_length": 8192}
-    assert spec.env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"  # the recipe's env
-    assert spec.env["NCCL_SOCKET_IFNAME"] == "eth0"  # named by the runner
-    assert not set(SECRETS) & set(spec.env)
+    assert spec.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # the recipe's env, nothing else
+    env = launch_environment(spec)  # what a backend starts it with
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"  # named by the runner
+    assert not set(SECRETS) & set(env)
 
 
 def test_megatron_without_a_checkout_says_what_the_runner_needs(tmp_path: Path) -> None:
@@ -87,7 +90,7 @@ def test_torchtitan_launch_and_multi_node_rendezvous(tmp_path: Path) -> None:
         "-m",
         "torchtitan.train",
         "--module",
-        "llama3",
+        "torchtitan.models.llama3",  # only torchtitan's models package is imported
         "--config",
         "llama3_8b",
     ]
@@ -114,12 +117,17 @@ def test_a_clean_launch_sees_only_its_own_environment(
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     probe = "import json, os; print(json.dumps(dict(os.environ)))"
-    spec = LaunchSpec(argv=[sys.executable, "-c", probe], env={"A": "1"}, clean_env=True, devices=1)
+    spec = LaunchSpec(
+        argv=[sys.executable, "-c", probe],
+        env={"OMP_NUM_THREADS": "3"},
+        framework="embedded",
+        devices=1,
+    )
     backend = LocalBackend()
     outcome = backend.wait(backend.start(spec, workdir=tmp_path, timeout_s=60))
     seen = json.loads(Path(outcome.stdout_path).read_text())
-    assert set(seen) <= {"A", "PATH", "PYTHONPATH", "LC_CTYPE"}
-    assert seen["A"] == "1"
+    assert set(seen) <= {"OMP_NUM_THREADS", "PYTHONPATH", "LC_CTYPE", *BASE_ENV}
+    assert seen["OMP_NUM_THREADS"] == "3"
 
 
 def test_a_launch_that_stops_printing_is_killed_as_hung(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from gate.models import EffectiveConfig, Recipe, StepRecord, TrialResult
 from gate.postlaunch import Check, PostLaunchReport
 from gate.postlaunch_reference import LOSS_BAND_FLOOR, PostLaunchReference, calibrate
 from gate.registry import Registry
+from runners.embedded.config import validate_and_derive
 from runners.local import PROJECT_ROOT
 from tests.injected_bugs import CONFIG
 
@@ -179,6 +180,14 @@ def test_a_recipe_cannot_switch_a_test_hook_on(
     resolve: Callable[[Recipe], EffectiveConfig],
     tmp_path: Path,
 ) -> None:
-    recipe = small_recipe(tmp_path, "sneaky", env={"ATTUNE_FAULT": "optimizer_subset"})
-    with pytest.raises(AttuneError, match=r"env\.ATTUNE_FAULT: a test hook of the workload"):
-        resolve(recipe)
+    hook = {"ATTUNE_FAULT": "optimizer_subset"}
+    never = (
+        r"env\.ATTUNE_FAULT is never allowed in a recipe \(attune's own settings and test hooks\)"
+    )
+    with pytest.raises(AttuneError, match=never):  # refused when the recipe is read
+        small_recipe(tmp_path, "sneaky", env=hook)
+    unparsed = Recipe(framework="embedded", name="sneaky", path="sneaky.yaml", body={"env": hook})
+    with pytest.raises(AttuneError, match=never):  # and by the adapter, whatever made the recipe
+        resolve(unparsed)
+    with pytest.raises(ValueError, match=r"env\.ATTUNE_FAULT: a test hook of the workload"):
+        validate_and_derive({}, hook)  # and by the workload's own validation

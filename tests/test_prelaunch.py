@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from bot.cli import main
+from gate.env_allowlist import EnvRefused
 from gate.models import EffectiveConfig, Recipe
 from gate.prelaunch import diff, judge
 from gate.registry import Registry, load_file, load_registry
@@ -18,6 +19,7 @@ from runners.embedded.adapter import EmbeddedAdapter
 from runners.embedded.config import WORKLOAD_VERSION
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+REGISTRY_DIR = Path(__file__).resolve().parent.parent / "registry"
 BASE: dict[str, Any] = {"global_batch_size": 16, "micro_batch_size": 1, "threads": 1}
 
 
@@ -128,12 +130,21 @@ def test_micro_batch_changes_token_drops_once_capacity_is_set(registry: Registry
     assert "which tokens are dropped" in findings["micro_batch_size"].reason
 
 
-def test_unknown_environment_variable_goes_to_review(registry: Registry) -> None:
-    report = judge(resolve(BASE), resolve(BASE, {"MALLOC_ARENA_MAX": "2"}), registry)
-    assert report.verdict == "review"
+def test_an_environment_variable_off_the_allow_list_is_rejected_never_reviewed(
+    registry: Registry,
+) -> None:
+    with pytest.raises(EnvRefused, match=r"env\.MALLOC_ARENA_MAX is never allowed"):
+        resolve(BASE, {"MALLOC_ARENA_MAX": "2"})
+    # an effective config that holds one anyway (not built by the adapter) is rejected
+    base = resolve(BASE)
+    cand = base.model_copy(
+        update={"env": {"FOO_BAR": "2"}, "explicit": [*base.explicit, "env.FOO_BAR"]}
+    )
+    report = judge(base, cand, registry)
+    assert report.verdict == "reject"
     (finding,) = report.findings
-    assert finding.key == "env.MALLOC_ARENA_MAX" and finding.key_class == "unknown"
-    assert finding.source == "-" and "human review" in finding.reason
+    assert finding.key == "env.FOO_BAR" and finding.key_class == "invalid"
+    assert "not on the env allow-list" in finding.reason and "OMP_NUM_THREADS" in finding.reason
 
 
 def test_environment_changes_are_diffed(registry: Registry) -> None:
@@ -188,12 +199,19 @@ def test_cli_json_shape_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_cli_review_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A key the registry does not classify (here: removed from a copy) asks for review."""
+    registry_dir = tmp_path / "registry"
+    registry_dir.mkdir()
+    data = yaml.safe_load((REGISTRY_DIR / "embedded.yaml").read_text())
+    del data["keys"]["compile"]
+    (registry_dir / "embedded.yaml").write_text(yaml.safe_dump(data))
     base = yaml.safe_load((EXAMPLES / "ported-gpt.yaml").read_text())
-    base["env"] = {"MALLOC_ARENA_MAX": "2"}
+    base["config"]["compile"] = not base["config"].get("compile", False)
     cand = tmp_path / "cand.yaml"
     cand.write_text(yaml.safe_dump(base))
+    baseline = str(EXAMPLES / "ported-gpt.yaml")
     code, out, _ = run_cli(
-        capsys, "gate", "check", str(EXAMPLES / "ported-gpt.yaml"), str(cand), "--json"
+        capsys, "gate", "check", baseline, str(cand), "--json", "--registry", str(registry_dir)
     )
     assert code == 0 and json.loads(out)["verdict"] == "review"
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from bot.console import console
 from bot.render import gate_summary, gate_table, verdict_line
+from gate.env_allowlist import EnvRefused
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig, GateReport
-from gate.prelaunch import judge, refused
-from gate.recipe import load_recipe
+from gate.prelaunch import env_refused, judge, refused
+from gate.recipe import load_recipe, refuse_env
 from gate.registry import load_registry
 from runners.adapters import get_adapter
 
@@ -53,6 +54,24 @@ def judge_pair(
     return baseline, judge(baseline, candidate, registry)
 
 
+def env_report(
+    baseline_path: Path, candidate_path: Path, registry_dir: Path | None = None
+) -> tuple[str, GateReport] | None:
+    """(framework, reject) when either recipe sets a variable its framework's allow-list
+    refuses, checked before anything is resolved (a resolver would see the environment); the
+    baseline is as untrusted as the candidate. None when both are clean."""
+    findings = []
+    framework = ""
+    for path in (baseline_path, candidate_path):
+        recipe = load_recipe(path, check_env=False)
+        framework = framework or recipe.framework
+        try:
+            refuse_env(recipe, registry_dir)
+        except EnvRefused as exc:
+            findings += env_refused(exc).findings
+    return (framework, GateReport(verdict="reject", findings=findings)) if findings else None
+
+
 def gate_check(
     baseline_path: Path,
     candidate_path: Path,
@@ -64,8 +83,17 @@ def gate_check(
     """Exit 0 for allow and review, 1 for reject (a candidate the framework refuses included);
     attune's own bad input (an unreadable file, a recipe that is not one, an invalid baseline)
     raises AttuneError (exit 2)."""
-    baseline, report = judge_pair(baseline_path, candidate_path, registry_dir)
-    resolved_by = {"framework": baseline.framework, "framework_version": baseline.framework_version}
+    refusal = env_report(baseline_path, candidate_path, registry_dir)
+    if refusal is not None:
+        framework, report = refusal
+        resolved_by = {"framework": framework, "framework_version": None}
+    else:
+        baseline, report = judge_pair(baseline_path, candidate_path, registry_dir)
+        framework = f"{baseline.framework} {baseline.framework_version}"
+        resolved_by = {
+            "framework": baseline.framework,
+            "framework_version": baseline.framework_version,
+        }
     if as_json:
         sys.stdout.write(json.dumps({**report.to_json(), **resolved_by}, indent=2) + "\n")
     elif markdown:
@@ -74,5 +102,6 @@ def gate_check(
         if report.findings:
             console.print(gate_table(report))
         console.print(verdict_line(report))
-        console.print(f"resolved by {baseline.framework} {baseline.framework_version}")
+        if refusal is None:
+            console.print(f"resolved by {framework}")
     return 1 if report.verdict == "reject" else 0

@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import EffectiveConfig, Recipe, StepRecord
+from gate.recipe import refuse_env
 from runners.adapter import FrameworkKeys, LaunchSpec
 from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, WorkloadConfig, validate_and_derive
+from runners.embedded.faults import FAULT_ENV
 from runners.source_lines import field_line, relative_to_package
 from runners.worker_support import raise_site
 
@@ -51,6 +53,7 @@ class EmbeddedAdapter:
         except ValidationError as exc:
             key, msg = _error_key(exc)
             raise AttuneError(msg.lower(), path=recipe.path, key=key) from None
+        refuse_env(recipe)  # again: a Recipe need not come from parse_recipe
         try:
             cfg = validate_and_derive(body.config, body.env)
         except ValidationError as exc:
@@ -122,7 +125,8 @@ class EmbeddedAdapter:
         return LaunchSpec(
             argv=argv,
             env=dict(effective.env),
-            unset_env=[k for k in ENV_READ if k not in effective.env],
+            framework=self.name,
+            pass_env=[FAULT_ENV],  # the workload's test hook: only a harness sets it
             devices=ranks,
             profile_trace=trace,
             device_kind="cpu",

@@ -9,13 +9,12 @@ rendezvous the launch named). Stdout and stderr go to the files the backend read
 from __future__ import annotations
 
 import math
-import os
 import shlex
 from pathlib import Path
 
 from gate.errors import AttuneError
 from runners.adapter import LaunchSpec
-from runners.runner_settings import BASE_ENV
+from runners.launch_env import launch_environment
 from runners.slurm.jobdesc import JobRequest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -40,18 +39,11 @@ _RDZV_FLAGS = (
 
 
 def job_environment(spec: LaunchSpec, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """What the job sees: the launch's ``env`` (all of it for a clean launch; else on top of
-    the bot's base variables less ``unset_env``) and ``PYTHONPATH`` for attune's checkout.
-    Nothing else of the bot's environment (no token, no keys) is sent to Slurm."""
-    source = os.environ if environ is None else environ
-    if spec.clean_env:
-        env = dict(spec.env)
-        env.setdefault("PATH", source.get("PATH", os.defpath))
-    else:
-        env = {k: source[k] for k in BASE_ENV if k in source and k not in spec.unset_env}
-        env.update(spec.env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-    return env
+    """What the job sees (``runners.launch_env``): the bot's named safe variables, the
+    recipe's ``env`` held to its framework's allow-list again (a name that is not on it never
+    reaches Slurm: an ``EnvRefused``), and ``PYTHONPATH`` for attune's checkout. Nothing else of
+    the bot's environment (no token, no keys) is sent to Slurm."""
+    return launch_environment(spec, environ)
 
 
 def _launcher_end(argv: list[str]) -> int | None:

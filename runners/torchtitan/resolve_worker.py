@@ -33,6 +33,7 @@ from runners.torchtitan.cli_keys import NO_DEFAULT, cli_name, explicit_keys, pre
 from runners.torchtitan.config_manager import RecipeError, Torchtitan
 from runners.torchtitan.definition_sites import definition_sites
 from runners.torchtitan.machine import DEFAULT_GPU_ARCH, declared_gpu, undeclared_hint
+from runners.torchtitan.recipe import MODEL_PACKAGE, MODULE_RE, model_module
 from runners.torchtitan.trainer_derivations import derive
 from runners.worker_support import collect_warnings, json_safe
 
@@ -116,12 +117,15 @@ def resolve_one(tt: Torchtitan, recipe: dict[str, Any]) -> dict[str, Any]:
     world_size = int(recipe["world_size"])
     declared: dict[str, str] = dict(recipe.get("env", {}))
     gpu_arch = recipe.get("gpu_arch") or DEFAULT_GPU_ARCH
+    if not MODULE_RE.match(module):  # the recipe model refuses it; never import it here
+        return {"error": f"not a model of {MODEL_PACKAGE}: {module!r}", "key": "module"}
+    qualified = model_module(module)  # ConfigManager imports nothing outside the package
     tt.forget_logged_warnings()
-    tt.import_registry(module)
+    tt.import_registry(qualified)
     try:
         with declared_gpu(tt.torch, gpu_arch), collect_warnings(tt.package) as warned:
-            loaded, cli_keys, tokens = tt.function(module, config, gpu_arch)
-            cfg = tt.parse(module, config, overrides)
+            loaded, cli_keys, tokens = tt.function(qualified, config, gpu_arch)
+            cfg = tt.parse(qualified, config, overrides)
             spec = cfg.model_spec
             model = (
                 {

@@ -1,0 +1,53 @@
+"""The one builder of a launch's environment, used by every backend (local, Slurm, the
+Actions bench job through ``attune bench``).
+
+A launch sees the runner's named safe variables (``BASE_ENV``, the operator's
+``ATTUNE_LAUNCH_PASS_ENV``, the adapter's own ``pass_env``), then the recipe's ``env``, which is
+checked against its framework's allow-list once more here (defence in depth: the recipe was
+checked when it was parsed), then ``PYTHONPATH`` for attune's checkout. Nothing else of the
+runner's environment (API keys, tokens, cloud credentials) reaches a run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from gate.env_allowlist import EnvRefused, secret_like
+from gate.registry import recipe_allowlist
+from runners.adapter import LaunchSpec
+from runners.runner_settings import BASE_ENV, RunnerSettings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def recipe_env_refusal(spec: LaunchSpec) -> EnvRefused | None:
+    """The refusal of the launch's recipe ``env`` by its framework's allow-list (of every
+    variable, when the launch names no framework), or None."""
+    if not spec.env:
+        return None
+    if not spec.framework:
+        problems = [
+            (f"env.{n}", f"env.{n}: a launch that names no framework may set none")
+            for n in spec.env
+        ]
+        return EnvRefused(problems, path=None)
+    return recipe_allowlist(spec.framework).refusal(spec.env, path=None)
+
+
+def launch_environment(
+    spec: LaunchSpec, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What the launch's processes see. A recipe variable that is not allowed is an
+    ``EnvRefused`` (nothing starts); a secret-like name among the runner's is never passed."""
+    refusal = recipe_env_refusal(spec)
+    if refusal is not None:
+        raise refusal
+    source = os.environ if environ is None else environ
+    names = [*BASE_ENV, *RunnerSettings.from_env(source).pass_env, *spec.pass_env]
+    env = {k: source[k] for k in names if k in source and not secret_like(k)}
+    env.update(spec.env)
+    env.setdefault("PATH", os.defpath)
+    env["PYTHONPATH"] = str(PROJECT_ROOT)  # the launch imports runners.* from this checkout
+    return env
