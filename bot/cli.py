@@ -122,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--cache", type=Path, required=True, help="the runner's tool cache")
     env.add_argument("--github-env", type=Path, help="append the settings to this file")
 
+    doctor = sub.add_parser("doctor", help="check this machine runs a GPU recipe, before a run")
+    doctor.add_argument("recipe", type=Path)
+    doctor.add_argument("--workdir", type=Path, default=Path("."), help="where runs will write")
+    doctor.add_argument("--json", action="store_true")
+
     log = sub.add_parser("log", help="read a training run's log the way a campaign does")
     log_sub = log.add_subparsers(dest="log_command", required=True)
     parse = log_sub.add_parser("parse", help="status, step-1 loss, tokens/s/device, peak memory")
@@ -258,6 +263,10 @@ def dispatch(args: argparse.Namespace) -> int:
             python=args.python,
         )
         return train_env(args.recipe, request, cache=args.cache, github_env=args.github_env)
+    if args.command == "doctor":
+        from bot.commands.doctor import doctor
+
+        return doctor(args.recipe, workdir=args.workdir, as_json=args.json)
     if args.command == "log":
         from bot.commands.log import print_reading, read_log
 
