@@ -45,9 +45,15 @@ def launch_environment(
     if refusal is not None:
         raise refusal
     source = os.environ if environ is None else environ
-    names = [*BASE_ENV, *RunnerSettings.from_env(source).pass_env, *spec.pass_env]
+    settings = RunnerSettings.from_env(source)
+    names = [*BASE_ENV, *settings.pass_env, *spec.pass_env]
     env = {k: source[k] for k in names if k in source and not secret_like(k)}
     env.update(spec.env)
     env.setdefault("PATH", os.defpath)
+    # the training interpreter's bin first: Megatron's rank 0 runs `make` for its dataset
+    # helpers with `python3` and `python3-config` from PATH (megatron/core/datasets/Makefile)
+    first = str(Path(settings.python).parent)
+    rest = [p for p in env["PATH"].split(os.pathsep) if p != first]
+    env["PATH"] = os.pathsep.join([first, *rest])
     env["PYTHONPATH"] = str(PROJECT_ROOT)  # the launch imports runners.* from this checkout
     return env

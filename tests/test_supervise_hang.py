@@ -41,3 +41,14 @@ def test_the_runner_defaults_let_a_hang_and_te_libraries_through() -> None:
     limit = run_bench.__kwdefaults__["timeout_s"]  # type: ignore[index]
     assert RunnerSettings().hang_timeout_s < limit == 600.0
     assert {"LD_LIBRARY_PATH", "CUDA_HOME"} <= set(BASE_ENV)
+
+
+def test_a_launch_finds_the_training_venvs_tools_first() -> None:
+    """``python3`` and ``python3-config`` in Megatron's helpers Makefile are the training
+    venv's: its bin leads the launch's PATH."""
+    from runners.adapter import LaunchSpec
+    from runners.launch_env import launch_environment
+
+    runner = {"PATH": "/usr/bin:/venv/bin", "ATTUNE_TRAIN_PYTHON": "/venv/bin/python"}
+    env = launch_environment(LaunchSpec(argv=["x"], devices=1), runner)
+    assert env["PATH"] == "/venv/bin:/usr/bin"
