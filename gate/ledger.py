@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import sqlite3
 import threading
@@ -18,6 +19,7 @@ from gate import ledger_file
 from gate.errors import AttuneError
 from gate.event_codec import EventError, parse_event, to_payload
 from gate.events import MODELS, Event
+from gate.ledger_key import chain_key, key_from_environment, key_id
 from gate.ledger_proof import Anchor as Anchor
 from gate.ledger_proof import VerifyReport as VerifyReport
 from gate.ledger_proof import anchor_problem
@@ -84,10 +86,21 @@ class LedgerEvent(BaseModel):
         return parse_event(self.kind, self.payload)
 
 
-def event_hash(seq: int, at: float, campaign: str, kind: str, payload: Any, prev_hash: str) -> str:
-    """The chain hash of one event; ``payload`` is the decoded object, not its text."""
-    body = canonical_json([seq, at, campaign, kind, payload, prev_hash])
-    return hashlib.sha256(body.encode()).hexdigest()
+def event_hash(
+    seq: int,
+    at: float,
+    campaign: str,
+    kind: str,
+    payload: Any,
+    prev_hash: str,
+    key: bytes | None = None,
+) -> str:
+    """The chain hash of one event; ``payload`` is the decoded object, not its text. Plain
+    sha256 in an unkeyed ledger, HMAC-SHA256 under ``key`` in a keyed one."""
+    body = canonical_json([seq, at, campaign, kind, payload, prev_hash]).encode()
+    if key is None:
+        return hashlib.sha256(body).hexdigest()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
 class Ledger:
@@ -97,10 +110,13 @@ class Ledger:
     and ``synchronous=FULL`` so an acknowledged event survives power loss.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, key: bytes | None = None) -> None:
+        """``key``: the chain key (default: the file ``ATTUNE_LEDGER_KEY_FILE`` names, when
+        set); a ledger created with one is keyed (``gate.ledger_key``)."""
         self.path = Path(path)
+        self._key = key if key is not None else key_from_environment(self.path.parent)
         if not self.path.exists():
-            ledger_file.create(self.path)
+            ledger_file.create(self.path, key_id(self._key) if self._key else None)
         ledger_file.check(self.path)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
@@ -108,6 +124,8 @@ class Ledger:
         )
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = FULL")
+        self.keyed_by = ledger_file.stored_key_id(self._conn)
+        """The id of the key the chain is keyed with; None: an unkeyed (sha256) chain."""
 
     def __enter__(self) -> Ledger:
         return self
@@ -135,12 +153,13 @@ class Ledger:
         # Hash what will be read back: canonical_json stringifies what JSON cannot hold.
         text = canonical_json(to_payload(event))
         decoded = json.loads(text)
+        key = self._chain_key()
         with self._lock, self._transaction():
             last = self._conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
             seq, prev = next(last, (0, GENESIS_HASH))
             seq += 1
             at = time.time()
-            digest = event_hash(seq, at, campaign, kind, decoded, prev)
+            digest = event_hash(seq, at, campaign, kind, decoded, prev, key)
             row = (seq, at, campaign, kind, text, prev, digest)
             self._conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", row)
         return self._event(row)
@@ -176,6 +195,11 @@ class Ledger:
         tampered row on; an anchor past the end names a cut-off tail, and an anchor whose seq
         holds another hash a rewritten chain.
         """
+        keyed = self.keyed_by is not None
+        try:
+            key = self._chain_key()
+        except AttuneError as exc:
+            return VerifyReport(ok=False, checked=0, reason=str(exc), keyed=keyed)
         prev, checked = GENESIS_HASH, 0
         head: Anchor | None = None
         with self._lock:
@@ -184,6 +208,17 @@ class Ledger:
                 "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
             ).fetchall()
         hashes: dict[int, str] = {}
+
+        def broken(reason: str, seq: int | None = None) -> VerifyReport:
+            return VerifyReport(
+                ok=False,
+                checked=checked,
+                first_broken_seq=seq,
+                reason=reason,
+                head=head,
+                keyed=keyed,
+            )
+
         for seq, at, campaign, kind, text, prev_hash, digest in rows:
             expected = checked + 1
             reason = None
@@ -197,24 +232,23 @@ class Ledger:
                 except (TypeError, ValueError):
                     reason = f"payload of seq {seq} is not JSON"
                 else:
-                    if event_hash(seq, at, campaign, kind, decoded, prev_hash) != digest:
+                    if event_hash(seq, at, campaign, kind, decoded, prev_hash, key) != digest:
                         reason = f"seq {seq} does not match its hash: the row was edited"
             if reason:
-                return VerifyReport(
-                    ok=False, checked=checked, first_broken_seq=expected, reason=reason, head=head
-                )
+                return broken(reason, expected)
             prev, checked = digest, expected
             head = Anchor(seq=seq, hash=digest)
             hashes[seq] = digest
         trigger_problem = ledger_file.trigger_problem(dict(found))
         if trigger_problem:
-            return VerifyReport(ok=False, checked=checked, reason=trigger_problem, head=head)
+            return broken(trigger_problem)
         problem = anchor_problem(hashes, anchors)
         if problem:
-            return VerifyReport(
-                ok=False, checked=checked, first_broken_seq=problem[0], reason=problem[1], head=head
-            )
-        return VerifyReport(ok=True, checked=checked, head=head, anchors=len(anchors))
+            return broken(problem[1], problem[0])
+        return VerifyReport(ok=True, checked=checked, head=head, anchors=len(anchors), keyed=keyed)
+
+    def _chain_key(self) -> bytes | None:
+        return chain_key(self.keyed_by, self._key, self.path)
 
     def require_intact(self, action: str) -> None:
         """Refuse to ``action`` (resume, report, stop, recover) on a broken chain, naming the

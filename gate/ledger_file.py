@@ -41,10 +41,13 @@ BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}'); END;
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 TRIGGERS = ("events_no_update", "events_no_delete", "events_no_replace")
+KEY_TABLE = "chain_key"
+"""Present only in a keyed ledger: one row, the id of its chain key (``gate.ledger_key``)."""
 
 
-def create(path: Path) -> None:
-    """Build the schema in a temp file and move it into place, once, under a file lock."""
+def create(path: Path, key_id: str | None = None) -> None:
+    """Build the schema in a temp file and move it into place, once, under a file lock; with
+    ``key_id``, a keyed ledger."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
@@ -57,6 +60,9 @@ def create(path: Path) -> None:
             try:
                 conn.execute("PRAGMA journal_mode = WAL")  # persistent: kept in the file header
                 conn.executescript(SCHEMA)
+                if key_id is not None:
+                    conn.execute(f"CREATE TABLE {KEY_TABLE} (id TEXT NOT NULL)")
+                    conn.execute(f"INSERT INTO {KEY_TABLE} VALUES (?)", (key_id,))
             finally:
                 conn.close()
             os.replace(tmp, path)
@@ -132,3 +138,14 @@ def trigger_problem(found: dict[str, str]) -> str | None:
     if extra:
         return f"triggers that attune never creates are present: {', '.join(extra)}"
     return None
+
+
+def stored_key_id(conn: sqlite3.Connection) -> str | None:
+    """The id of the key a ledger's chain is keyed with; None for an unkeyed ledger."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (KEY_TABLE,)
+    ).fetchone()
+    if found is None:
+        return None
+    row = conn.execute(f"SELECT id FROM {KEY_TABLE} LIMIT 1").fetchone()
+    return None if row is None else str(row[0])

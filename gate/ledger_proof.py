@@ -50,8 +50,9 @@ class VerifyReport(BaseModel):
     anchors: int = 0
     """Anchors the chain was checked against (all held when ``ok``)."""
     keyed: bool = False
-    """False: the chain is plain sha256, unkeyed (every attune ledger so far), so a chain
-    re-hashed after an edit is caught only against an anchor kept outside the file."""
+    """True: HMAC-SHA256 under a key kept outside the state directory (``gate.ledger_key``).
+    False: plain sha256 (every ledger of attune 0.1), so a chain re-hashed after an edit is
+    caught only against an anchor kept outside the file."""
 
 
 def anchor_problem(hashes: dict[int, str], anchors: Sequence[Anchor]) -> tuple[int, str] | None:

@@ -143,6 +143,9 @@ def test_event_kinds_are_a_closed_list() -> None:
         "noise_recalibrated",
         "confirmation_requested",
         "confirmation_finished",
+        "tool_started",
+        "tool_finished",
+        "conversation_trimmed",
     )
 
 

@@ -1,7 +1,8 @@
 """What `attune ledger verify` proves beyond the chain itself: anchors kept outside the ledger
 catch a cut-off tail and a chain re-hashed after an edit; the append-only triggers are compared
-by their SQL text; a previous release's ledger verifies as before and says it is unkeyed; and
-`tune --resume`, `report` and `stop` refuse a broken chain, naming the row, before acting."""
+by their SQL text; a previous release's ledger verifies as before and says it is unkeyed;
+`tune --resume`, `report` and `stop` refuse a broken chain, naming the row, before acting; and a
+chain keyed with a key kept outside the ledger's directory cannot be re-hashed without it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from bot.cli import main
 from gate.errors import AttuneError
 from gate.ledger import Anchor, Ledger, event_hash
+from gate.ledger_key import KEY_ENV, key_id
 from gate.models import canonical_json
 from tests.events_factory import payload
 
@@ -232,3 +234,83 @@ def test_resume_report_and_stop_refuse_a_broken_chain_naming_the_row(
     after = {p.name for p in broken_campaign.iterdir()}
     assert after - set(before) <= {"campaign.lock", "ledger.db-wal", "ledger.db-shm"}
     assert "report.md" not in after and "stop-requested" not in after
+
+
+# --- a keyed chain --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def keyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """ATTUNE_LEDGER_KEY_FILE set to a key kept outside the ledger's directory."""
+    key = b"0123456789abcdef0123456789abcdef"
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "ledger.key").write_bytes(key + b"\n")
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "secrets" / "ledger.key"))
+    return key
+
+
+def test_a_keyed_chain_catches_a_row_rehashed_without_the_key(
+    tmp_path: Path, keyed: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    _fill(path)
+    with Ledger(path) as ledger:
+        report = ledger.verify()
+        assert ledger.keyed_by == key_id(keyed)
+    assert report.ok and report.keyed
+    assert main(["ledger", "verify", "--ledger", str(path)]) == 0
+    assert f"keyed chain (HMAC-SHA256, key id {key_id(keyed)})" in capsys.readouterr().out
+    forged = payload("trial_started", trial="baseline-1", devices=1, forecast_device_seconds=0)
+    _rehash_from(path, 2, forged)  # every link after the edit re-hashed, as sha256 does it
+    with Ledger(path) as ledger:
+        report = ledger.verify()
+    assert not report.ok and report.first_broken_seq == 2
+    assert report.reason == "seq 2 does not match its hash: the row was edited"
+
+
+def test_a_keyed_chain_needs_its_key_to_be_verified_or_extended(
+    tmp_path: Path, keyed: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    _fill(path)
+    monkeypatch.delenv(KEY_ENV)
+    with Ledger(path) as ledger:
+        report = ledger.verify()
+        assert not report.ok and report.keyed
+        assert f"keyed (key id {key_id(keyed)}): set {KEY_ENV}" in str(report.reason)
+        with pytest.raises(AttuneError, match="chain is keyed"):
+            ledger.append("c1", "trial_started", payload("trial_started", trial="baseline-9"))
+    other = tmp_path / "secrets" / "other.key"
+    other.write_bytes(b"f" * 32)
+    monkeypatch.setenv(KEY_ENV, str(other))
+    with Ledger(path) as ledger:
+        report = ledger.verify()
+    assert not report.ok and f"but the key in {KEY_ENV} has id {key_id(b'f' * 32)}" in str(
+        report.reason
+    )
+
+
+def test_a_keyed_ledger_stripped_of_its_key_says_it_is_unkeyed(
+    tmp_path: Path, keyed: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    _fill(path)
+    _raw(path, "DROP TABLE chain_key")
+    _rehash_from(path, 1, payload("campaign_opened"))  # the whole chain, as sha256
+    assert main(["ledger", "verify", "--ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "unkeyed chain" in out and "was created without a key" in out
+
+
+@pytest.mark.parametrize("where", ["beside", "short"])
+def test_a_key_beside_the_ledger_or_too_short_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    key = tmp_path / ("state" if where == "beside" else "keys") / "ledger.key"
+    key.parent.mkdir()
+    key.write_bytes(b"0123456789abcdef0123" if where == "beside" else b"short")
+    monkeypatch.setenv(KEY_ENV, str(key))
+    message = "inside the ledger's directory" if where == "beside" else "at least 16"
+    with pytest.raises(AttuneError, match=message):
+        Ledger(tmp_path / "state" / "ledger.db")
+    assert not (tmp_path / "state" / "ledger.db").exists()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bot.campaign_state import fold
@@ -11,6 +12,7 @@ from bot.render import cost_line, ledger_table
 from bot.report_judgement import confirmation_text
 from gate.errors import AttuneError
 from gate.ledger import Anchor, Ledger
+from gate.ledger_key import KEY_ENV
 
 
 def _open(path: Path) -> Ledger:
@@ -19,12 +21,18 @@ def _open(path: Path) -> Ledger:
     return Ledger(path)
 
 
+_UNKEYED_WITH_KEY = (
+    f"; {KEY_ENV} is set, but this ledger was created without a key (or its key table was "
+    "removed and its chain re-hashed)"
+)
+
+
 def ledger_verify(path: Path, anchors: list[str] | None = None) -> int:
     """Exit 0 when the chain verifies (against every ``SEQ:HASH`` anchor given), 1 with the
     first broken link otherwise. The head it prints is the anchor to keep for later."""
     parsed = [Anchor.parse(text) for text in anchors or []]
     with _open(path) as ledger:
-        report = ledger.verify(parsed)
+        report, keyed_by = ledger.verify(parsed), ledger.keyed_by
     if report.ok:
         against = f", {report.anchors} anchor(s) held" if report.anchors else ""
         console.print(
@@ -32,10 +40,13 @@ def ledger_verify(path: Path, anchors: list[str] | None = None) -> int:
         )
         if report.head is not None:
             console.print(f"head (anchor): {report.head}", soft_wrap=True)
-        if not report.keyed:
+        if report.keyed:
+            console.print(f"keyed chain (HMAC-SHA256, key id {keyed_by})", soft_wrap=True)
+        else:
             console.print(
                 "unkeyed chain: a chain re-hashed after an edit, or a cut-off tail, is caught "
-                "only against an anchor kept outside the ledger (--anchor SEQ:HASH)",
+                "only against an anchor kept outside the ledger (--anchor SEQ:HASH)"
+                + (_UNKEYED_WITH_KEY if os.environ.get(KEY_ENV) else ""),
                 soft_wrap=True,
             )
         return 0
