@@ -79,5 +79,12 @@ bench-false-promotion: setup
 	$(BIN)/python benchmarks/false_promotion.py simulate
 	$(BIN)/python benchmarks/false_promotion.py real --tiny --comparisons 20 --steps 8 --warmup 2
 
+# the first real GPU run (a machine with an NVIDIA GPU; downloads CUDA wheels): training
+# environments, doctor, tiny Megatron-LM and torchtitan runs on 1 (and 2) GPUs, a 3-trial
+# campaign each; summary on stdout and in gpu-smoke.json (docs/gpu-runner.md)
+.PHONY: gpu-smoke
+gpu-smoke: setup
+	$(BIN)/python -m benchmarks.gpu_smoke --out gpu-smoke.json
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs
