@@ -12,11 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from bot.agents.rules import RulesAgent
+from bot.campaign_core import CampaignCore
 from bot.cli import main
+from bot.executor import LocalExecutor
+from bot.forges.local import LocalForge
+from bot.render import CAMPAIGN_MARKER
 from gate.errors import AttuneError
 from gate.ledger import Anchor, Ledger, event_hash
 from gate.ledger_key import KEY_ENV, key_id
 from gate.models import canonical_json
+from gate.registry import load_registry
 from tests.events_factory import payload
 
 LEDGER_01 = Path(__file__).resolve().parent / "fixtures" / "ledgers" / "attune-0.1.db"
@@ -314,3 +320,56 @@ def test_a_key_beside_the_ledger_or_too_short_is_refused(
     with pytest.raises(AttuneError, match=message):
         Ledger(tmp_path / "state" / "ledger.db")
     assert not (tmp_path / "state" / "ledger.db").exists()
+
+
+# --- where anchors are kept -----------------------------------------------------------------
+
+
+def _anchor_in(text: str) -> str:
+    return text.split("Ledger anchor: `", 1)[1].split("`", 1)[0]
+
+
+def test_the_report_carries_an_anchor_that_later_catches_a_cut_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir = tmp_path / "campaign"
+    workdir.mkdir()
+    head = _fill(workdir / "ledger.db")
+    assert main(["report", str(workdir)]) == 0
+    anchor = _anchor_in((workdir / "report.md").read_text())
+    assert anchor == str(head)
+    _cut_tail(workdir / "ledger.db", keep=4)
+    capsys.readouterr()
+    ledger = str(workdir / "ledger.db")
+    assert main(["ledger", "verify", "--ledger", ledger, "--anchor", anchor]) == 1
+    assert "its last 1 event(s) were cut off" in capsys.readouterr().out
+
+
+def test_the_campaign_comment_carries_the_ledger_head(tmp_path: Path) -> None:
+    registry = load_registry("embedded", "1")
+    with Ledger(tmp_path / "ledger.db") as ledger, LocalForge(tmp_path / "forge") as forge:
+        opened = payload("campaign_opened")
+        pr = forge.open_tuned(opened["recipe_path"], opened["recipe_text"], "tune", "body")
+        ledger.append("c1", "campaign_opened", opened)
+        ledger.append("c1", "forge_ready", payload("forge_ready", tuned_pr=pr.number))
+        core = CampaignCore(
+            name="c1",
+            ledger=ledger,
+            forge=forge,
+            executor=LocalExecutor(
+                ledger=ledger,
+                campaign="c1",
+                registry=registry,
+                workdir=tmp_path,
+                budget_device_seconds=60,
+                steps=4,
+                warmup=1,
+            ),
+            agent=RulesAgent(),
+            registry=registry,
+        )
+        core.update_campaign_comment()
+        head = ledger.head()
+        (comment,) = forge.comments(pr.number)
+    assert comment.marker == CAMPAIGN_MARKER and head is not None
+    assert _anchor_in(comment.body) == str(head)
