@@ -28,6 +28,15 @@ from runners.local import LocalBackend
 from runners.slurm.script import job_environment, job_request
 from runners.torchtitan.adapter import TorchtitanAdapter
 from runners.torchtitan.recipe import TorchtitanRecipe, model_module
+from tests.github_harness import (
+    RECIPE_PATH,
+    comment,
+    github_mode,
+    ledger_events,
+    replies,
+    wait_for,
+)
+from tests.github_harness import recipe_text as github_recipe_text
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -159,6 +168,22 @@ def test_github_mode_refuses_the_tuned_pull_requests_recipe(tmp_path: Path) -> N
                 warmup=1,
             )
         assert ledger.events("pr-1") == []
+
+
+def test_a_tune_comment_on_a_pull_request_with_a_refused_env_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    """GitHub mode over real HTTP: the tuned pull request's recipe is as untrusted as a
+    candidate; its refusal is the reply, and nothing is opened or dispatched."""
+    with github_mode(tmp_path) as (fake, app, number):
+        data = yaml.safe_load(github_recipe_text(activation_checkpointing=True))
+        data["env"] = {"BASH_ENV": "/tmp/x.sh"}
+        fake.commit("tune-ported", {RECIPE_PATH: yaml.safe_dump(data)}, author="maintainer")
+        comment(fake, app, number, "maintainer", "/attune tune")
+        wait_for(lambda: replies(fake, number), timeout=20, what="the refusal")
+        (reply,) = replies(fake, number)
+        assert "is not a recipe attune can tune" in reply and "env.BASH_ENV" in reply
+        assert fake.dispatches() == [] and ledger_events(app) == []
 
 
 @NO_SECRET
