@@ -41,7 +41,7 @@ def test_a_comment_runs_a_campaign_end_to_end(tmp_path: Path) -> None:
         ActionsPlayer(fake, app, tmp_path) as actions,
     ):
         tuned_head = fake.head("tune-ported")
-        comment(fake, app, number, "maintainer", "/attune tune budget=0.018 steps=4")
+        comment(fake, app, number, "maintainer", "/attune tune budget=0.05 steps=4")
         wait_for(lambda: replies(fake, number), timeout=20, what="the start reply")
         assert replies(fake, number)[0].startswith("Started campaign `octo-org-models-pr1-1`")
 
