@@ -21,6 +21,7 @@ from bot.campaign_state import CampaignParams, fold
 from bot.interfaces import Agent, Executor, Forge
 from bot.lessons_campaign import lessons_for
 from gate import sequential
+from gate.budget import check_budget_hours
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import parse_recipe
@@ -102,6 +103,17 @@ def check_pairs(max_pairs: int, confirm_pairs: int) -> None:
         raise AttuneError(f"--confirm-pairs must be 0 or more, got {confirm_pairs}")
 
 
+def check_request(budget_hours: float, steps: int, warmup: int) -> None:
+    """A campaign's budget and run length; bad ones raise AttuneError (called before the work
+    directory is made, so a refused request leaves nothing behind)."""
+    check_budget_hours(budget_hours, what="the budget")
+    if steps < 2 or not 0 <= warmup < steps:
+        raise AttuneError(
+            f"--steps must exceed --warmup (at least one scored step), --steps at least 2 and "
+            f"--warmup 0 or more, got --steps {steps} and --warmup {warmup}"
+        )
+
+
 def open_campaign(
     ledger: Ledger,
     name: str,
@@ -122,13 +134,10 @@ def open_campaign(
 ) -> CampaignParams:
     """Validate a request and write ``campaign_opened``; bad input raises AttuneError and
     writes nothing. ``origin`` holds GitHub mode's fields (repo, pr, head_sha, by, ...)."""
-    if budget_hours <= 0:
-        raise AttuneError(f"the budget must be positive device-hours, got {budget_hours:g}")
+    check_request(budget_hours, steps, warmup)
     problem = agent_problem(agent)
     if problem:
         raise AttuneError(problem)
-    if steps < 2 or not 0 <= warmup < steps:
-        raise AttuneError(f"need 0 <= warmup < steps and steps >= 2, got {warmup} and {steps}")
     check_pairs(max_pairs, confirm_pairs)
     if ledger.events(name):
         raise AttuneError(f"campaign {name} exists already; resume it instead")

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from bot.commands.args import directory, ledger_file, port, pr_number
 from gate.errors import AttuneError
 from runners.backends import BACKENDS
 from runners.bench import DEFAULT_STEPS, DEFAULT_WARMUP
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="tune the embedded example end to end")
-    demo.add_argument("--workdir", type=Path, help="default: runs/demo-<time>")
+    demo.add_argument("--workdir", type=directory, help="default: runs/demo-<time>")
     demo.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     demo.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     demo.add_argument("--budget", type=float, default=0.25, help="device-hours")
@@ -48,8 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="who proposes candidates: rules, claude (needs ANTHROPIC_API_KEY), or the "
         "baselines random and tpe (seed: ATTUNE_AGENT_SEED)",
     )
-    tune.add_argument("--workdir", type=Path, help="default: runs/tune-<recipe>-<time>")
-    tune.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR")
+    tune.add_argument("--workdir", type=directory, help="default: runs/tune-<recipe>-<time>")
+    tune.add_argument(
+        "--resume", type=directory, metavar="DIR", help="continue the campaign in DIR"
+    )
     tune.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     tune.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     tune.add_argument("--max-trials", type=int, default=20, help="candidates at most")
@@ -77,17 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     stop = sub.add_parser("stop", help="ask the campaign running in DIR to stop")
-    stop.add_argument("workdir", type=Path)
+    stop.add_argument("workdir", type=directory)
 
     report = sub.add_parser("report", help="rebuild a campaign's report from its ledger")
-    report.add_argument("workdir", type=Path)
+    report.add_argument("workdir", type=directory)
 
     bench = sub.add_parser("bench", help="run one benchmark trial of a recipe")
     bench.add_argument("recipe", type=Path)
     bench.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     bench.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="steps not scored")
     bench.add_argument("--out", type=Path, help="result JSON (default: WORKDIR/result.json)")
-    bench.add_argument("--workdir", type=Path, help="logs and launch files")
+    bench.add_argument("--workdir", type=directory, help="logs and launch files")
     bench.add_argument("--profile", action="store_true", help="record and split a profile")
     bench.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit (s)")
     bench.add_argument("--trial", help="trial id the bot dispatched, echoed in the result")
@@ -144,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="the GitHub App: webhook server (settings: ATTUNE_*)")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=port, default=8000)
 
     registry = sub.add_parser("registry", help="the key registry")
     registry_sub = registry.add_subparsers(dest="registry_command", required=True)
@@ -159,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)
     for name, text in (("verify", "re-hash the chain"), ("show", "events and GPU-hours")):
         p = ledger_sub.add_parser(name, help=text)
-        p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER)
+        p.add_argument("--ledger", type=ledger_file, default=DEFAULT_LEDGER)
         if name == "show":
             p.add_argument("--campaign")
         else:  # SEQ:HASH heads copied from campaign comments or reports
@@ -176,9 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr_sub = pr.add_subparsers(dest="pr_command", required=True)
     pr_list = pr_sub.add_parser("list", help="every pull request, its state and checks")
     pr_show = pr_sub.add_parser("show", help="one pull request: body, diff, checks, comments")
-    pr_show.add_argument("number", type=int)
+    pr_show.add_argument("number", type=pr_number)
     for p in (pr_list, pr_show):
-        p.add_argument("--workdir", type=Path, default=Path("."), help="default: .")
+        p.add_argument("--workdir", type=directory, default=Path("."), help="default: .")
     return parser
 
 

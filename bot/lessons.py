@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bot.lesson_view import Effect, LessonView
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
+from gate.text_files import read_utf8
 
 BANK_DIR = Path(__file__).resolve().parent.parent / "registry" / "lessons"
 """The bank of this attune checkout (CODEOWNERS guards ``registry/``)."""
@@ -184,10 +185,7 @@ def load_bank(directory: Path | None = None) -> list[tuple[str, Lesson]]:
         return []
     out: list[tuple[str, Lesson]] = []
     for path in sorted(directory.glob("*.yaml")):
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise AttuneError(f"cannot read lesson file ({exc.strerror})", path=str(path)) from None
+        text = read_utf8(path, "lesson file")
         out.extend((str(path), lesson) for lesson in parse_lessons(text, str(path)))
     check_unique(out)
     return out

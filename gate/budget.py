@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel
 
+from gate.errors import AttuneError
 from gate.events import RefusalReason
 from gate.ledger import LedgerEvent
 from gate.models import TrialResult
 
 # Every function here takes the events of ONE campaign (``Ledger.events(campaign)``).
+
+MAX_BUDGET_DEVICE_HOURS = 1_000_000.0
+"""The largest budget a campaign may be given: 1,000 devices for 1,000 hours. Anything above is
+a typo or an attempt to turn the budget check off (``1e308``), and is refused."""
+
+
+def check_budget_hours(hours: float, *, what: str = "--budget") -> float:
+    """``hours`` when it is a finite, positive budget no larger than the maximum; else an
+    AttuneError (NaN would otherwise reach the ledger and compare false with everything)."""
+    if not math.isfinite(hours) or hours <= 0 or hours > MAX_BUDGET_DEVICE_HOURS:
+        raise AttuneError(
+            f"{what} must be positive device-hours, got {hours} (a finite number, at most "
+            f"{MAX_BUDGET_DEVICE_HOURS:,.0f})"
+        )
+    return hours
 
 
 class LaunchRefusal(BaseModel):

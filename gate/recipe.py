@@ -10,18 +10,18 @@ from gate.env_allowlist import EnvRefused
 from gate.errors import AttuneError
 from gate.models import Recipe
 from gate.registry import recipe_allowlist
+from gate.text_files import read_utf8
 
 
 def load_recipe(
     path: Path | str, *, check_env: bool = True, registry_dir: Path | None = None
 ) -> Recipe:
-    """Parse ``path``; a missing file, bad YAML or a missing ``framework`` is an AttuneError."""
+    """Parse ``path``; a missing or non-UTF-8 file, bad YAML or a missing ``framework`` is an
+    AttuneError."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise AttuneError(f"cannot read recipe ({exc.strerror})", path=str(p)) from exc
-    return parse_recipe(text, path=p, check_env=check_env, registry_dir=registry_dir)
+    return parse_recipe(
+        read_utf8(p, "recipe"), path=p, check_env=check_env, registry_dir=registry_dir
+    )
 
 
 def parse_recipe(

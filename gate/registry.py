@@ -22,6 +22,7 @@ from gate.conditions import Condition
 from gate.env_allowlist import ENV_PREFIX, AllowList, entry_problem
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, KeyClass
+from gate.text_files import read_utf8
 
 DEFAULT_REGISTRY_DIR = Path(__file__).resolve().parent.parent / "registry"
 SOURCE_RE = re.compile(r"^[\w./-]+:\d+(@[\w.+-]+)?$")
@@ -226,9 +227,7 @@ def _load_file(path: Path, mtime_ns: int, size: int) -> Registry:
     try:
         # libyaml's loader where PyYAML has it: the Megatron registry is 3,600 lines, and the
         # pure-Python loader spends 0.4 s on it in every gate check (libyaml: 0.05 s)
-        raw = yaml.load(path.read_text(), Loader=_SAFE_LOADER)
-    except OSError as exc:
-        raise AttuneError(f"cannot read registry ({exc.strerror})", path=str(path)) from exc
+        raw = yaml.load(read_utf8(path, "registry"), Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise AttuneError(f"malformed registry YAML: {exc}", path=str(path)) from exc
     try:

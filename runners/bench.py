@@ -7,8 +7,12 @@ This is what a self-hosted runner executes; it never touches the ledger.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
+import signal
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -21,10 +25,33 @@ from runners.adapters import get_adapter
 from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
 from runners.log_failures import RunEnd, run_status
 from runners.profile_trace import breakdown_from_traces
+from runners.supervise import alive
 
 DEFAULT_STEPS = 12
 DEFAULT_WARMUP = 3
 """Benchmark length: the warm-up steps (allocator, caches, compilation) are never scored."""
+
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""The longest wall-clock limit a benchmark run may be given (a week)."""
+
+
+def check_run_length(steps: int, warmup: int) -> None:
+    """A run needs at least one scored step after its warm-up; else an AttuneError (checked
+    before any directory is made or anything launched)."""
+    if steps < 1 or warmup < 0 or steps <= warmup:
+        raise AttuneError(
+            f"--steps must exceed --warmup (at least one scored step) and --warmup must be 0 "
+            f"or more, got --steps {steps} and --warmup {warmup}"
+        )
+
+
+def check_timeout(timeout_s: float) -> None:
+    """A wall-clock limit is a positive, finite number of seconds, at most ``MAX_TIMEOUT_S``."""
+    if not math.isfinite(timeout_s) or timeout_s <= 0 or timeout_s > MAX_TIMEOUT_S:
+        raise AttuneError(
+            f"--timeout must be positive seconds, at most {MAX_TIMEOUT_S:.0f}, got {timeout_s}"
+        )
+
 
 OOM_PATTERN = re.compile(
     r"out of memory|can't allocate memory|MemoryError|Cannot allocate memory", re.IGNORECASE
@@ -112,8 +139,8 @@ def start_bench(
 ) -> Launch:
     """Resolve and launch one benchmark trial; returns at once. Bad input raises AttuneError.
     ``avoid_nodes``: nodes earlier runs used, which a multi-node backend steers clear of."""
-    if warmup < 0 or steps <= warmup:
-        raise ValueError(f"steps ({steps}) must exceed warmup ({warmup})")
+    check_run_length(steps, warmup)
+    check_timeout(timeout_s)
     adapter = get_adapter(recipe.framework, path=recipe.path)
     floor = int(getattr(adapter, "min_warmup", 0))
     if warmup < floor:
@@ -212,4 +239,26 @@ def run_bench(
         effective=effective,
         backend=backend,
     )
-    return collect(launch, backend.wait(launch.handle))
+    try:
+        outcome = backend.wait(launch.handle)
+    except KeyboardInterrupt:  # Ctrl-C: the run goes with the command, not up to its timeout
+        if isinstance(backend, LocalBackend):
+            stop_local(backend, launch.handle)
+        raise
+    return collect(launch, outcome)
+
+
+def stop_local(backend: LocalBackend, handle: RunHandle, grace_s: float = 30.0) -> None:
+    """End a local launch now: SIGTERM to its supervisor, which kills the launch's whole
+    process tree (every rank) and records the release; then wait for that, ``grace_s`` at
+    most. The supervisor runs in a session of its own (so that a campaign's runs outlive a
+    restarted bot), which is why Ctrl-C does not reach it by itself."""
+    try:
+        os.killpg(handle.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while alive(handle.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):
+        os.waitpid(handle.pid, os.WNOHANG)  # reap it: our own child

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bot.commands.stop import sigterm_interrupts
@@ -10,7 +11,22 @@ from bot.render import trial_line
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.backends import make_backend
-from runners.bench import run_bench
+from runners.bench import check_run_length, check_timeout, run_bench
+
+
+def check_out(out: Path) -> None:
+    """The result file can be written: not a directory, its folder made (or makeable) and
+    writable. Raises AttuneError otherwise, before anything runs."""
+    if out.is_dir():
+        raise AttuneError("is a directory; --out takes the result file's path", path=str(out))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AttuneError(
+            f"cannot make the result's folder ({exc.strerror})", path=str(out.parent)
+        ) from None
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise AttuneError("the result file cannot be written here (permission)", path=str(out))
 
 
 def bench(
@@ -28,8 +44,12 @@ def bench(
 ) -> int:
     """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 2 when the
     workload crashed, ran out of memory or hung (the result JSON is written in every case)."""
+    check_run_length(steps, warmup)
+    check_timeout(timeout_s)
     recipe = load_recipe(recipe_path)
     workdir = workdir or Path("runs") / "bench" / recipe.name
+    out = out or workdir / "result.json"
+    check_out(out)  # before the run: a result that cannot be written would be lost
     with sigterm_interrupts():  # a shutdown cancels a cluster job instead of orphaning it
         result = run_bench(
             recipe,
@@ -41,8 +61,6 @@ def bench(
             backend=make_backend(backend),
         )
     result.trial, result.sha = trial, sha  # echoed: the bot adopts only what it dispatched
-    out = out or workdir / "result.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(result.model_dump_json(indent=2))
     console.print(f"{recipe.name}: {trial_line(result)}")
     if result.profile is not None:

@@ -99,7 +99,7 @@ def _rel(path: str, root: Path) -> str:
 def lessons_audit(bank_dir: Path | None = None, root: Path | None = None) -> int:
     """Print each lesson's verdict; 1 when some lesson must be retired, else 0."""
     root = root or ROOT
-    results = audit_bank(load_bank(bank_dir), root)
+    results = audit_bank(_bank(bank_dir), root)
     for r in results:
         verdict = "retired" if r.status == "retired" else ("RETIRE" if r.retire else "holds")
         style = {"RETIRE": "red", "holds": "green"}.get(verdict, "dim")
@@ -116,8 +116,19 @@ def lessons_audit(bank_dir: Path | None = None, root: Path | None = None) -> int
     return 0
 
 
+def _bank(bank_dir: Path | None) -> list[tuple[str, Lesson]]:
+    """The bank's lessons; a ``--bank`` that is no directory is an error, not an empty bank."""
+    if bank_dir is not None and not bank_dir.is_dir():
+        what = "is not a directory" if bank_dir.exists() else "does not exist"
+        raise AttuneError(f"{what}; --bank takes a folder of lesson files", path=str(bank_dir))
+    return load_bank(bank_dir)
+
+
 def lessons_list(bank_dir: Path | None = None) -> int:
-    for _, lesson in load_bank(bank_dir):
+    bank = _bank(bank_dir)
+    if not bank:
+        console.print(f"no lessons in {bank_dir or BANK_DIR}", markup=False)
+    for _, lesson in bank:
         scope = lesson.scope
         console.print(
             f"{lesson.id} [{lesson.status}] {lesson.effect} "

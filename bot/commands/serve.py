@@ -18,7 +18,9 @@ def check_private_key(path: Path) -> None:
     try:
         load_pem_private_key(path.read_bytes(), password=None)
     except OSError as exc:
-        raise AttuneError(f"cannot read the App's private key ({exc.strerror})", path=str(path))
+        raise AttuneError(
+            f"cannot read the App's private key ({exc.strerror})", path=str(path)
+        ) from None
     except (ValueError, TypeError, UnsupportedAlgorithm):
         raise AttuneError(
             "not a PEM private key (ATTUNE_PRIVATE_KEY_PATH: the .pem file the App's settings "

@@ -29,8 +29,18 @@ RESUMABLE = ("requested", "agent_error", "agent_spend_cap")
 def stop(workdir: Path) -> int:
     if not (workdir / "ledger.db").exists():
         raise AttuneError("no campaign here (no ledger.db)", path=str(workdir))
-    with Ledger(workdir / "ledger.db") as ledger:
+    with Ledger(workdir / "ledger.db") as ledger:  # refuses a file that is not a ledger
         ledger.require_intact("request a stop")
+        campaigns = ledger.campaigns()
+        state = fold(campaigns[0], ledger.events(campaigns[0])) if campaigns else None
+    if state is None:
+        raise AttuneError("the ledger holds no campaign: nothing to stop", path=str(workdir))
+    if state.stopped is not None:
+        raise AttuneError(
+            f"campaign {state.campaign} has already stopped "
+            f"({state.stopped.get('reason', '?')}): nothing to stop",
+            path=str(workdir),
+        )
     (workdir / STOP_FILE).write_text("requested by `attune stop`\n")
     console.print(
         f"stop requested: the campaign in {workdir} stops after its current step "

@@ -276,6 +276,14 @@ def train_env(
     recipe_path: Path, req: TrainEnvRequest, *, cache: Path, github_env: Path | None
 ) -> int:
     """Prepare (or reuse) the environment for ``recipe_path``'s framework; exit 0 when ready."""
+    if cache.exists() and not cache.is_dir():
+        raise AttuneError(
+            "is not a directory; --cache takes the runner's tool cache folder", path=str(cache)
+        )
+    if github_env is not None and github_env.is_dir():
+        raise AttuneError(
+            "is a directory; --github-env takes a file to append to", path=str(github_env)
+        )
     framework = load_recipe(recipe_path).framework
     if framework not in ("megatron", "torchtitan"):
         console.print(f"a {framework} recipe runs in attune's own environment: nothing to prepare")

@@ -7,6 +7,7 @@ attune report runs/tune-ported-gpt-20261129-101500
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -14,7 +15,13 @@ from rich.live import Live
 from rich.table import Table
 
 from bot.campaign_lock import own_campaign_dir
-from bot.campaign_setup import agent_problem, build_campaign, check_pairs, open_campaign
+from bot.campaign_setup import (
+    agent_problem,
+    build_campaign,
+    check_pairs,
+    check_request,
+    open_campaign,
+)
 from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.console import console
@@ -24,6 +31,7 @@ from bot.interfaces import Agent
 from bot.render import llm_line, noise_line
 from bot.report import write_report
 from gate import sequential
+from gate.budget import check_budget_hours
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import load_recipe
@@ -88,8 +96,8 @@ def open_new(
     cap and the confirmation's pairs (``--max-pairs``, ``--confirm-pairs``; None: default)."""
     if recipe_path is None or budget_hours is None:
         raise AttuneError("a new campaign needs RECIPE and --budget (or --resume DIR)")
-    if budget_hours <= 0:
-        raise AttuneError(f"--budget must be positive device-hours, got {budget_hours}")
+    check_budget_hours(budget_hours)
+    check_request(budget_hours, steps, warmup)  # before the work directory is made
     max_pairs = sequential.MAX_PAIRS if pairs[0] is None else pairs[0]
     confirm_pairs = sequential.CONFIRM_PAIRS if pairs[1] is None else pairs[1]
     check_pairs(max_pairs, confirm_pairs)
@@ -98,16 +106,16 @@ def open_new(
         raise AttuneError(problem)
     recipe = load_recipe(recipe_path)  # an unreadable or malformed file names itself here
     get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
-    if (workdir / "ledger.db").exists():
+    if (workdir / "ledger.db").exists() and _holds_campaign(workdir / "ledger.db"):
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
     make_backend(backend)
     workdir.mkdir(parents=True, exist_ok=True)
     with Ledger(workdir / "ledger.db") as ledger:
         open_campaign(
             ledger,
-            workdir.name,
+            git_safe(workdir.name),  # it names the candidates' branches
             recipe_text=recipe_path.read_text(),
-            recipe_path=f"recipes/{recipe_path.name}",
+            recipe_path=f"recipes/{git_safe(recipe_path.stem)}{recipe_path.suffix}",
             budget_hours=budget_hours,
             steps=steps,
             warmup=warmup,
@@ -119,6 +127,21 @@ def open_new(
             max_pairs=max_pairs,
             confirm_pairs=confirm_pairs,
         )
+
+
+def git_safe(name: str) -> str:
+    """``name`` as one component of a git branch name: a work directory or recipe file named
+    with spaces or other characters git refuses in a ref (``my run``) becomes ``my-run``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+    safe = re.sub(r"\.{2,}", ".", safe).strip(".-")
+    return safe.removesuffix(".lock") or "campaign"
+
+
+def _holds_campaign(path: Path) -> bool:
+    """Whether the ledger at ``path`` holds a campaign; an empty one (left by a request that
+    was refused after it was made) may take a new campaign."""
+    with Ledger(path) as ledger:
+        return bool(ledger.campaigns())
 
 
 def open_ledger(workdir: Path, action: str = "run the campaign") -> tuple[Ledger, str]:
