@@ -25,7 +25,7 @@ from gate.postlaunch import PostLaunchReport
 from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
 from runners.adapters import get_adapter
-from runners.bench import Launch, collect, start_bench
+from runners.bench import Launch, collect, resource_refusal, start_bench
 from runners.local import Backend, LocalBackend
 
 
@@ -72,6 +72,8 @@ class LocalExecutor:
         """Forecast of a trial's device-seconds per device before any trial finished."""
         self.backend: Backend = backend or LocalBackend()
         self.memory = MemoryGuard(ledger, campaign)
+        self.budget_limited: dict[str, float] = {}
+        """Trials launched with a wall-clock limit cut to the budget left, and that limit."""
         self.authorize = authorize
         """Called before a launch; raises when whoever the campaign acts for may no longer
         start work (GitHub mode: write permission, re-checked before every trial)."""
@@ -81,7 +83,9 @@ class LocalExecutor:
 
     def forecast(self, devices: int) -> float:
         events = self.ledger.events(self.campaign)
-        return budget.forecast_device_seconds(events, default=self.default_forecast_s * devices)
+        return budget.forecast_device_seconds(
+            events, default=self.default_forecast_s * devices, devices=devices
+        )
 
     def memory_verdict(self, effective: EffectiveConfig) -> tuple[bool, str] | None:
         """Whether the memory model expects ``effective`` to fit the device, and why; None
@@ -93,8 +97,11 @@ class LocalExecutor:
         the user runs), budget and failed-rerun checks; a refusal is written to the ledger."""
         fingerprint = effective.fingerprint()
         memory = self.memory_verdict(effective) if self.memory.is_candidate(trial) else None
-        if memory is not None and not memory[0]:
-            refusal: LaunchRefusal | None = LaunchRefusal(reason="predicted_oom", message=memory[1])
+        too_big = resource_refusal(effective, self.backend)
+        if too_big is not None:
+            refusal: LaunchRefusal | None = LaunchRefusal(reason="resources", message=too_big)
+        elif memory is not None and not memory[0]:
+            refusal = LaunchRefusal(reason="predicted_oom", message=memory[1])
         else:
             refusal = budget.check_launch(
                 self.ledger.events(self.campaign),
@@ -158,13 +165,23 @@ class LocalExecutor:
             warmup=self.warmup,
             workdir=self.trial_dir(trial),
             profile=profile,
-            timeout_s=self.timeout_s,
+            timeout_s=self.limit_s(trial, effective.devices),
             effective=effective,
             backend=self.backend,
             avoid_nodes=avoid,
         )
         self.record_launched(trial, launch)
         return launch
+
+    def limit_s(self, trial: str, devices: int) -> float:
+        """The run's wall-clock limit: the executor's, or shorter so that the run cannot spend
+        more than the budget has left (killed and charged at the limit, never beyond)."""
+        spent = budget.spent_device_seconds(self.ledger.events(self.campaign))
+        left_s = (self.budget_device_seconds - spent) / max(devices, 1)
+        if left_s >= self.timeout_s:
+            return self.timeout_s
+        self.budget_limited[trial] = max(left_s, 1.0)
+        return self.budget_limited[trial]
 
     def nodes_used(self, role: Role) -> list[str]:
         """The nodes the finished runs of ``role`` ran on, oldest first (from the ledger)."""
@@ -229,6 +246,10 @@ class LocalExecutor:
         launch = located(launch, self.workdir)  # stored paths are the campaign dir's
         outcome = self.backend.wait(launch.handle)
         result = collect(launch, outcome)
+        limit = self.budget_limited.pop(trial, None)
+        if limit is not None and result.status == "timeout":  # the budget ended it, not the recipe
+            result.interrupted = True
+            result.error = f"stopped at the budget's limit ({limit:.0f} s): {result.error}"
         self.record_finished(trial, result, reconciled=reconciled)
         if not outcome.submitted and not reconciled:  # the cluster is out of reach: stop now
             raise AttuneError(

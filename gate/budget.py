@@ -82,17 +82,27 @@ def spent_device_seconds(events: Iterable[LedgerEvent]) -> float:
     return sum((trial_charge(e) for e in _finished(events)), 0.0)
 
 
-def forecast_device_seconds(events: Iterable[LedgerEvent], default: float) -> float:
+def forecast_device_seconds(
+    events: Iterable[LedgerEvent], default: float, devices: int | None = None
+) -> float:
     """Expected cost of the next trial.
 
     The median of the finished trials with status ok; failed runs often die early and would
     make the forecast optimistic, so they count only while no run has succeeded yet.
-    ``default`` covers a campaign with no finished trial.
+    ``default`` covers a campaign with no finished trial. With ``devices`` (the next trial's),
+    the median is of each run's charge per device, times ``devices``: a candidate of 8 ranks
+    costs 8 times a 1-rank run of the same length, and a forecast that ignored it let one
+    such run spend twice the campaign's budget.
     """
     finished = _finished(events)
-    ok = [trial_charge(e) for e in finished if e.payload.get("status") == "ok"]
-    charges = ok or [trial_charge(e) for e in finished]
-    return statistics.median(charges) if charges else default
+    ok = [e for e in finished if e.payload.get("status") == "ok"]
+    runs = ok or finished
+    if not runs:
+        return default
+    if devices is None:
+        return statistics.median(trial_charge(e) for e in runs)
+    per_device = [trial_charge(e) / max(int(e.payload.get("devices") or 1), 1) for e in runs]
+    return statistics.median(per_device) * devices
 
 
 def _failed(event: LedgerEvent) -> bool:

@@ -45,7 +45,7 @@ StopReason = Literal[
 ``agent_error`` (the model's API failing past its retries, or no valid decision in the turns
 allowed) and ``agent_spend_cap`` (the LLM spend cap reached): the LLM agent, resumable."""
 Decision = Literal["merge", "close"]
-RefusalReason = Literal["budget", "failed_rerun", "gate_check", "predicted_oom"]
+RefusalReason = Literal["budget", "failed_rerun", "gate_check", "predicted_oom", "resources"]
 
 
 class ForgeReady(Event):

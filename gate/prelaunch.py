@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from gate.env_allowlist import EnvRefused
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import ConfigChange, EffectiveConfig, Finding, GateReport, Verdict
@@ -128,3 +130,39 @@ def refused(refusal: FrameworkRefusal) -> GateReport:
         source=refusal.source or "-",
     )
     return GateReport(verdict="reject", findings=[finding])
+
+
+class Machine(BaseModel):
+    """What the machine a launch lands on offers (the local backend's own machine)."""
+
+    cores: int
+    """CPU cores this process may run on."""
+    memory_bytes: int | None = None
+    """Physical memory; None when unknown (the memory bound is then not checked)."""
+
+
+def resource_problem(
+    *, ranks: int, cores_per_rank: int, bytes_per_rank: int | None, machine: Machine
+) -> str | None:
+    """Why a launch of ``ranks`` processes, each running ``cores_per_rank`` threads and
+    needing about ``bytes_per_rank`` of memory, cannot run on ``machine``; None when it fits.
+
+    A launch beyond the machine does not fail fast: oversubscribed threads or a batch that
+    cannot fit in memory run until the wall-clock limit, charged all the while, so it is
+    refused before anything is started or charged."""
+    wanted = ranks * cores_per_rank
+    if wanted > machine.cores:
+        return (
+            f"needs {ranks} rank(s) x {cores_per_rank} thread(s) = {wanted} cores; this machine "
+            f"has {machine.cores}"
+        )
+    if bytes_per_rank is not None and machine.memory_bytes is not None:
+        total = ranks * bytes_per_rank
+        if total > machine.memory_bytes:
+            return (
+                f"needs about {total / 2**30:,.1f} GiB of memory ({ranks} rank(s) x "
+                f"{bytes_per_rank / 2**30:,.1f} GiB for weights, optimizer state and one "
+                f"micro-batch's activations); this machine has "
+                f"{machine.memory_bytes / 2**30:,.1f} GiB"
+            )
+    return None

@@ -20,8 +20,10 @@ from pydantic import BaseModel, Field
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
 from gate.postlaunch import first_loss
+from gate.prelaunch import Machine, resource_problem
 from gate.throughput import tokens_per_second_per_device
 from runners.adapters import get_adapter
+from runners.embedded.config import WorkloadConfig, rank_memory_bytes
 from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
 from runners.log_failures import RunEnd, run_status
 from runners.profile_trace import breakdown_from_traces
@@ -125,6 +127,39 @@ class Launch(BaseModel):
     """The recipe's own arguments the harness replaced."""
 
 
+def this_machine() -> Machine:
+    """The cores this process may use and the physical memory of this machine."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        memory: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return Machine(cores=cores, memory_bytes=memory)
+
+
+def resource_refusal(
+    effective: EffectiveConfig, backend: Backend | None, machine: Machine | None = None
+) -> str | None:
+    """Why ``effective`` cannot run on the local backend's machine (threads x ranks beyond its
+    cores, batch x sequence beyond its memory); None when it fits, or when it runs elsewhere
+    (a cluster backend's scheduler refuses what its nodes cannot hold)."""
+    if backend is not None and not isinstance(backend, LocalBackend):
+        return None
+    if effective.framework != "embedded":
+        return None  # GPU frameworks: the memory model and the device count decide
+    cfg = WorkloadConfig.model_validate(effective.values)
+    problem = resource_problem(
+        ranks=effective.devices,
+        cores_per_rank=cfg.threads or 1,
+        bytes_per_rank=rank_memory_bytes(cfg),
+        machine=machine or this_machine(),
+    )
+    return f"too big for this machine: {problem}" if problem else None
+
+
 def start_bench(
     recipe: Recipe,
     *,
@@ -150,6 +185,9 @@ def start_bench(
             path=recipe.path,
         )
     effective = effective or adapter.resolve(recipe)
+    problem = resource_refusal(effective, backend)
+    if problem:
+        raise AttuneError(f"{problem}; refused before launch", path=recipe.path)
     # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
     workdir = workdir.resolve()
     spec = adapter.launch(recipe, effective, steps=steps, workdir=workdir, profile=profile)

@@ -58,7 +58,7 @@ class WorkloadConfig(BaseModel):
     """Padded, static-shape expert dispatch (batched matmul); needs a capacity factor."""
 
     # --- optimisation and data (semantic) ---
-    global_batch_size: int | None = Field(None, ge=1)
+    global_batch_size: int | None = Field(None, ge=1, le=2**24)
     """Samples per optimizer step over all ranks; derived from micro x data-parallel when unset."""
     seed: int = 1234
     """Seed of weight init and dropout."""
@@ -83,11 +83,11 @@ class WorkloadConfig(BaseModel):
     """Checkpoint to start from (a path); None starts from the seeded random init."""
 
     # --- layout (how the same math is executed) ---
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1, le=1024)
     """Intra-op threads per process; from OMP_NUM_THREADS when unset, else 1."""
-    data_parallel_size: int = Field(1, ge=1)
+    data_parallel_size: int = Field(1, ge=1, le=1024)
     """Processes; gradients are all-reduced over gloo."""
-    micro_batch_size: int = Field(1, ge=1)
+    micro_batch_size: int = Field(1, ge=1, le=2**24)
     """Samples per forward/backward on one rank."""
     compile: bool = False
     """Run the model through torch.compile (inductor)."""
@@ -162,3 +162,22 @@ def expert_capacity(tokens: int, cfg: WorkloadConfig) -> int | None:
         return None
     share = tokens * cfg.moe_top_k / cfg.moe_num_experts
     return max(1, math.ceil(cfg.moe_capacity_factor * share))
+
+
+def rank_memory_bytes(cfg: WorkloadConfig) -> int:
+    """A generous estimate of one rank's peak memory, for the pre-launch resource check: fp32
+    weights, gradients and two Adam moments (16 bytes a parameter), then one micro-batch's
+    activations: per layer ~34 values a token and hidden unit plus the attention scores
+    (``5 x heads x seq`` a token, Korthikanti et al. 2022, in fp32), all layers kept unless
+    recomputed, and the logits with their softmax and gradient. It is meant to catch what
+    cannot fit at all (a micro-batch of 10^12), not to predict a peak."""
+    d, layers = cfg.d_model, cfg.n_layer
+    experts = max(cfg.moe_num_experts, 1)
+    params = layers * (4 * d * d + experts * 8 * d * d) + cfg.vocab_size * d
+    tokens = cfg.micro_batch_size * cfg.seq_len
+    per_layer = tokens * (34 * d + 5 * cfg.n_head * cfg.seq_len) * 4
+    kept = per_layer * (1 if cfg.activation_checkpointing else layers)
+    if cfg.activation_checkpointing:
+        kept += tokens * d * 4 * layers  # each block's input is kept
+    logits = tokens * cfg.vocab_size * 4 * 3
+    return 16 * params + kept + logits
