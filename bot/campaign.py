@@ -150,13 +150,13 @@ class Campaign(CandidateSteps):
             if not self._bench(trial, "profile", recipe, profile=True):
                 self.stop("budget", ["the budget cannot cover a profile run"])
         else:
-            self.propose(state, decision)
-            self.progress.update(
-                self.state(),
-                "propose",
-                f"{decision.title} ({decision.bottleneck}-bound, "
-                f"expected +{decision.expected_gain_pct:.0f}%)",
-            )
+            if self.propose(state, decision):
+                self.progress.update(
+                    self.state(),
+                    "propose",
+                    f"{decision.title} ({decision.bottleneck}-bound, "
+                    f"expected +{decision.expected_gain_pct:.0f}%)",
+                )
 
     # --- what the agent sees ---
 

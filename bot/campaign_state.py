@@ -96,6 +96,8 @@ class CampaignState(BaseModel):
     """The LLM agent's model calls: ``calls``, ``input_tokens``, ``output_tokens``, ``cost_usd``."""
     assumptions: list[str] = Field(default_factory=list)
     """The questions the LLM agent was told to answer with the default (``agent_assumption``)."""
+    refused_proposals: list[dict[str, Any]] = Field(default_factory=list)
+    """Moves refused before they became candidates (``proposal_refused``): no candidate id."""
 
     def trial(self, trial: str) -> TrialRecord:
         return self.trials.setdefault(trial, TrialRecord(trial=trial))
@@ -200,6 +202,9 @@ def fold(campaign: str, events: list[LedgerEvent]) -> CampaignState:
             for key in ("input_tokens", "output_tokens", "cost_usd"):
                 state.llm[key] = state.llm.get(key, 0) + p[key]
             state.llm["calls"] = state.llm.get("calls", 0) + 1
+        elif kind == "proposal_refused":
+            state.refused_proposals.append(p)
+            state.tried.add(p["fingerprint"])
         elif kind == "agent_assumption":
             state.assumptions.append(p["question"])
         elif kind in JUDGEMENT_KINDS:

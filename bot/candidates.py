@@ -12,16 +12,23 @@ from bot.extra_runs import ExtraRuns
 from bot.interfaces import CheckResult, Proposal
 from bot.judgement import judge_finished
 from bot.recipe_edit import apply_changes
+from gate.errors import AttuneError
+from gate.ledger import LedgerEvent
 from gate.models import Recipe, TrialResult
 
 
 class CandidateSteps(ExtraRuns):
-    def propose(self, state: CampaignState, proposal: Proposal) -> None:
-        n = len(state.candidates) + 1
-        trial = f"c{n}"
+    def propose(self, state: CampaignState, proposal: Proposal) -> bool:
+        """Allocate the next candidate id to ``proposal``, unless it is refused before it
+        becomes a candidate (``proposal_refused``: no id, no pull request, nothing charged);
+        True when it became a candidate."""
         text = apply_changes(
             state.incumbent_recipe_text, {k: new for k, (_, new) in proposal.changes.items()}
         )
+        if self._refuse_proposal(state, proposal, text):
+            return False
+        n = len(state.candidates) + 1
+        trial = f"c{n}"
         self.ledger.append(
             self.name,
             "candidate_proposed",
@@ -33,6 +40,39 @@ class CandidateSteps(ExtraRuns):
                 "recipe_text": text,
             },
         )
+        return True
+
+    def _refuse_proposal(self, state: CampaignState, proposal: Proposal, text: str) -> bool:
+        """A move whose run this machine cannot hold (threads x ranks beyond its cores, batch x
+        sequence beyond its memory) is refused here; ``REFUSED_IN_A_ROW`` such refusals in a
+        row stop the campaign as exhausted. A move the framework refuses is the gate's to
+        judge (an ``invalid`` candidate), so it is let through."""
+        machine_refusal = getattr(self.executor, "machine_refusal", None)
+        if machine_refusal is None:
+            return False
+        try:
+            effective = self.executor.resolve(self.recipe(text, "proposal"))
+        except AttuneError:
+            return False
+        message = machine_refusal(effective)
+        if message is None:
+            return False
+        self.ledger.append(
+            self.name,
+            "proposal_refused",
+            {
+                "title": proposal.title,
+                "changes": proposal.model_dump(mode="json")["changes"],
+                "fingerprint": effective.fingerprint(),
+                "reason": "resources",
+                "message": message,
+            },
+        )
+        self.progress.update(self.state(), "propose", f"refused: {proposal.title}: {message}")
+        streak = _refused_in_a_row(self.ledger.events(self.name))
+        if streak >= REFUSED_IN_A_ROW:
+            self.stop("exhausted", [f"the last {streak} proposals were refused: {message}"])
+        return True
 
     def advance(self, trial: str) -> None:
         """Do the next missing step for one candidate."""
@@ -161,6 +201,20 @@ class CandidateSteps(ExtraRuns):
             self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
             self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
         self.update_campaign_comment()
+
+
+REFUSED_IN_A_ROW = 5
+"""Proposals refused in a row (``proposal_refused``) that stop a campaign as exhausted."""
+
+
+def _refused_in_a_row(events: list[LedgerEvent]) -> int:
+    """``proposal_refused`` events since the last proposal that became a candidate."""
+    streak = 0
+    for event in reversed(events):
+        if event.kind == "candidate_proposed":
+            break
+        streak += event.kind == "proposal_refused"
+    return streak
 
 
 def _first_line(finished: dict[str, Any]) -> str:

@@ -92,12 +92,17 @@ class LocalExecutor:
         without a model or a known capacity."""
         return self.memory.verdict(effective)
 
+    def machine_refusal(self, effective: EffectiveConfig) -> str | None:
+        """Why ``effective`` cannot run on this executor's backend's machine (threads x ranks,
+        memory); None when it fits or runs elsewhere."""
+        return resource_refusal(effective, self.backend)
+
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
         """Memory (candidates only: the baseline and the incumbent ran already, or are what
         the user runs), budget and failed-rerun checks; a refusal is written to the ledger."""
         fingerprint = effective.fingerprint()
         memory = self.memory_verdict(effective) if self.memory.is_candidate(trial) else None
-        too_big = resource_refusal(effective, self.backend)
+        too_big = self.machine_refusal(effective)
         if too_big is not None:
             refusal: LaunchRefusal | None = LaunchRefusal(reason="resources", message=too_big)
         elif memory is not None and not memory[0]:

@@ -22,6 +22,7 @@ from gate.events_agent import (
     ToolStarted,
 )
 from gate.events_campaign import CampaignOpened as CampaignOpened
+from gate.events_campaign import ProposalRefused
 from gate.events_judgement import JUDGEMENT_MODELS, Phase, TrialJudged
 from gate.events_lessons import LessonsProposed
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
@@ -268,3 +269,4 @@ MODELS: dict[str, type[Event]] = {
 MODELS.update((model.KIND, model) for model in JUDGEMENT_MODELS)
 """Kind -> its model; the closed list of event kinds."""
 MODELS.update((m.KIND, m) for m in (ToolStarted, ToolFinished, ConversationTrimmed))
+MODELS[ProposalRefused.KIND] = ProposalRefused

@@ -1,6 +1,9 @@
-"""``campaign_opened``: what a campaign was asked to do, the first event of every campaign."""
+"""``campaign_opened``: what a campaign was asked to do, the first event of every campaign;
+``proposal_refused``: a move refused before it became a candidate."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from gate.event_base import Event
 from gate.sequential import CONFIRM_PAIRS, MAX_PAIRS
@@ -48,3 +51,19 @@ class CampaignOpened(Event):
     confirm_pairs: int = CONFIRM_PAIRS
     """Pairs of the winner's final confirmation against the baseline (``--confirm-pairs``);
     0: none."""
+
+
+class ProposalRefused(Event):
+    """An agent's proposal refused before it became a candidate: it takes no candidate id (no
+    ``c<n>``, no pull request), launches nothing and is charged nothing. Its fingerprint
+    counts as tried, so the same move is not proposed again."""
+
+    KIND = "proposal_refused"
+    title: str
+    changes: dict[str, tuple[Any, Any]]
+    """Key -> (incumbent value, proposed value), as the agent proposed them."""
+    fingerprint: str
+    """The proposed recipe's effective-config fingerprint."""
+    reason: str
+    """``resources``: the run needs more cores or memory than the machine has."""
+    message: str

@@ -54,6 +54,7 @@ EventKind = Literal[
     "tool_started",
     "tool_finished",
     "conversation_trimmed",
+    "proposal_refused",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
 

@@ -135,6 +135,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "outcome": "ok",
         "seconds": 0.01,
     },
+    "proposal_refused": {
+        "title": "attune: data_parallel_size: 1 -> 8",
+        "changes": {"data_parallel_size": [1, 8]},
+        "fingerprint": "f" * 24,
+        "reason": "resources",
+        "message": "too big for this machine: needs 8 rank(s) x 1 thread(s) = 8 cores",
+    },
     "conversation_trimmed": {
         "conversation": "d0",
         "call": 5,

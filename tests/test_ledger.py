@@ -146,6 +146,7 @@ def test_event_kinds_are_a_closed_list() -> None:
         "tool_started",
         "tool_finished",
         "conversation_trimmed",
+        "proposal_refused",
     )
 
 

@@ -12,8 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.campaign_setup import build_campaign
+from bot.candidates import REFUSED_IN_A_ROW
 from bot.cli import main
+from bot.commands.tune import open_new
 from bot.executor import LocalExecutor
+from bot.forges.local import LocalForge
+from bot.interfaces import Proposal
 from gate.budget import forecast_device_seconds
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, Recipe
@@ -169,3 +174,59 @@ def test_a_run_cannot_spend_more_than_the_budget_left(
         assert result.device_seconds <= 4.0 + 3.0  # the limit, plus tearing the run down
         finished = [e for e in ledger.events("run") if e.kind == "trial_finished"]
         assert finished[0].payload["interrupted"] is True
+
+
+def _proposal(ranks: int) -> Proposal:
+    return Proposal(
+        lever=["data_parallel_size"],
+        changes={"data_parallel_size": (1, ranks)},
+        bottleneck="compute",
+        mechanism="more ranks share the step's work",
+        expected_gain_pct=50.0,
+        sources=["runners/embedded/config.py:1"],
+    )
+
+
+def test_a_refused_proposal_takes_no_candidate_id(tmp_path: Path) -> None:
+    """8 (or more than the cores) data-parallel ranks: recorded as ``proposal_refused``, no
+    candidate id, no pull request; the next proposal that fits is c1. Refused proposals in a
+    row stop the campaign instead of looping."""
+    recipe = _recipe(tmp_path, threads=1)
+    workdir = tmp_path / "run"
+    open_new(
+        workdir,
+        recipe_path=recipe,
+        budget_hours=1.0,
+        agent="rules",
+        steps=4,
+        warmup=1,
+        max_trials=3,
+        calibration_runs=5,
+    )
+    ranks = max(8, CORES + 1)
+    with Ledger(workdir / "ledger.db") as ledger, LocalForge(workdir / "forge") as forge:
+        name = ledger.campaigns()[0]
+
+        def executor(registry: Registry, params: Any) -> LocalExecutor:
+            return _executor(ledger, workdir, registry)
+
+        campaign = build_campaign(ledger, name, forge=forge, executor=executor)
+        assert campaign.propose(campaign.state(), _proposal(ranks)) is False
+        state = campaign.state()
+        assert state.candidates == [] and len(state.refused_proposals) == 1
+        refused = state.refused_proposals[0]
+        assert refused["reason"] == "resources"
+        assert f"needs {ranks} rank(s) x 1 thread(s)" in refused["message"]
+        assert refused["fingerprint"] in state.tried  # the agent does not propose it again
+        assert forge.pulls() == []
+
+        assert campaign.propose(campaign.state(), _proposal(2 if CORES >= 2 else 1)) is True
+        assert [t.trial for t in campaign.state().candidates] == ["c1"]
+
+        for _ in range(REFUSED_IN_A_ROW):
+            campaign.propose(campaign.state(), _proposal(ranks))
+        state = campaign.state()
+        assert [t.trial for t in state.candidates] == ["c1"]
+        assert state.stopped is not None and state.stopped["reason"] == "exhausted"
+        kinds = [e.kind for e in ledger.events(name)]
+        assert "launch_refused" not in kinds and "trial_started" not in kinds
