@@ -60,6 +60,12 @@ bench-gate: setup
 bench-memory: setup
 	$(BIN)/python benchmarks/memory_model.py
 
+# the step-time model (perfmodel/) vs 68 published runs (benchmarks/data/): error per source and
+# GPU generation, single-lever pair directions, and docs/perf-model.png
+.PHONY: bench-perf-model
+bench-perf-model: setup
+	$(BIN)/python benchmarks/perf_model.py --plot docs/perf-model.png
+
 # the Slurm backend on a loopback Slurm (tests/slurm_cluster.py; installs Slurm as root when
 # missing): submit-to-start and end-to-record latency per trial (target under 3 s overhead)
 bench-slurm: setup

@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("recipe", type=Path)
     doctor.add_argument("--workdir", type=Path, default=Path("."), help="where runs will write")
     doctor.add_argument("--json", action="store_true")
+    predict = sub.add_parser("predict", help="predicted step time, throughput and memory")
+    predict.add_argument("recipe", type=Path)
+    predict.add_argument("--hardware", help="a part of registry/hardware/parts.yaml")
+    predict.add_argument("--json", action="store_true")
 
     log = sub.add_parser("log", help="read a training run's log the way a campaign does")
     log_sub = log.add_subparsers(dest="log_command", required=True)
@@ -270,6 +274,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from bot.commands.doctor import doctor
 
         return doctor(args.recipe, workdir=args.workdir, as_json=args.json)
+    if args.command == "predict":
+        from bot.commands.predict import predict
+
+        return predict(args.recipe, hardware=args.hardware, as_json=args.json)
     if args.command == "log":
         from bot.commands.log import print_reading, read_log
 

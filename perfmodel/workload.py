@@ -166,6 +166,13 @@ def _megatron(v: dict[str, Any], devices: int) -> Workload:
     )
 
 
+def _optimizer(value: Any) -> Literal["fused", "foreach", "for_loop"]:
+    """The optimizer's implementation; anything else (an unset default) counts as fused."""
+    if value == "foreach":
+        return "foreach"
+    return "for_loop" if value == "for_loop" else "fused"
+
+
 def _torchtitan_fp8(quantization: list[str]) -> Fp8:
     text = " ".join(quantization).lower()
     if "float8" in text:
@@ -212,7 +219,7 @@ def _torchtitan(v: dict[str, Any], devices: int) -> Workload:
         micro_batch=micro,
         microbatches=accumulation * max(1, local // micro),
         sequence_parallel=bool(v.get("parallelism.enable_sequence_parallel", True)),
-        recompute={"full": "full", "selective": "selective_op"}.get(ac, "none"),  # type: ignore[arg-type]
+        recompute={"full": "full", "selective": "selective_op"}.get(ac, "none"),
         fsdp=shard > 1,
         distributed_optimizer=shard > 1,
         overlap_grad_reduce=shard > 1,
@@ -222,7 +229,7 @@ def _torchtitan(v: dict[str, Any], devices: int) -> Workload:
         param_bytes=2 if str(v.get("training.mixed_precision_param")) != "float32" else 4,
         fused_kernels=bool(v.get("compile.enable")),
         tp_overlap=bool(v.get("compile.enable_async_tensor_parallel")),
-        optimizer_impl=str(v.get("optimizer.implementation", "fused")),  # type: ignore[arg-type]
+        optimizer_impl=_optimizer(v.get("optimizer.implementation")),
     )
 
 
@@ -252,7 +259,7 @@ def _embedded(v: dict[str, Any], devices: int) -> Workload:
         param_bytes=4,
         fused_kernels=bool(v.get("compile")),
         flash_attention=v.get("attention") != "math",
-        optimizer_impl=str(v.get("optimizer_impl", "fused")),  # type: ignore[arg-type]
+        optimizer_impl=_optimizer(v.get("optimizer_impl")),
         threads=max(1, int(v.get("threads") or 1)),
     )
 

@@ -130,3 +130,22 @@ def test_no_module_is_over_300_lines() -> None:
         if (n := len(path.read_text().splitlines())) > 300
     }
     assert not long
+
+
+def test_perfmodel_is_pure_and_small() -> None:
+    """perfmodel/ (the step-time model) sits beside gate/: it may read the gate, never bot/,
+    runners/ or torch, and keeps to small modules."""
+    offenders = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "perfmodel").rglob("*.py")
+        for name in imported_modules(path)
+        if name.split(".")[0] in {"bot", "runners", "torch"}
+    }
+    assert not offenders
+    gate_users = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "gate").rglob("*.py")
+        if any(name.split(".")[0] == "perfmodel" for name in imported_modules(path))
+    }
+    assert not gate_users  # the gate never depends on the model built on it
+    assert all(len(p.read_text().splitlines()) <= 300 for p in (ROOT / "perfmodel").rglob("*.py"))

@@ -53,6 +53,9 @@ class TorchtitanRecipe(DistributedRecipe):
     sm89+, MXFP8 and NVFP4 sm100) are answered from it during resolution
     (``runners.torchtitan.machine``). Unset: checked as on an H100 (sm90), and a refusal by a
     device check says so."""
+    hardware: str | None = Field(default=None, min_length=1)
+    """The part the recipe runs on (``h100-sxm``, ``h200``, ``gb200``: registry/hardware/
+    parts.yaml) for ``attune predict``; the framework never sees it."""
     overrides: list[str] = Field(default_factory=list)
     """Command-line tokens exactly as passed after ``--module``/``--config``
     (``["--training.seq_len", "8192", "activation-checkpoint:full"]``)."""
