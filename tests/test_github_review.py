@@ -104,6 +104,17 @@ def test_a_push_after_the_comment_is_refused(tmp_path: Path) -> None:
         assert ledger_events(app) == []
 
 
+def test_without_githubs_record_of_pushes_the_commit_must_be_named(tmp_path: Path) -> None:
+    with github_mode(tmp_path) as (fake, app, number):
+        fake.activity_api = False
+        head = fake.head("tune-ported")
+        comment(fake, app, number, "maintainer", "/attune tune")
+        reply = _the_reply(fake, number)
+        assert "does not say when the branch was last pushed to" in reply
+        assert f"`/attune tune sha={head[:12]}`" in reply
+        assert ledger_events(app) == []
+
+
 def test_naming_the_head_binds_the_campaign_to_it(tmp_path: Path) -> None:
     with github_mode(tmp_path) as (fake, app, number):
         head = fake.head("tune-ported")

@@ -52,7 +52,16 @@ def bound_head(ctx: PullContext, named: str | None) -> str | None:
     if ctx.commented_at is None:
         return None
     branch = ctx.client.pull(ctx.number).head_ref
-    pushed = ctx.client.pushed_since(branch, ctx.commented_at)
+    try:
+        pushed = ctx.client.pushed_since(branch, ctx.commented_at)
+    except GitHubError as exc:
+        if exc.status != 404:
+            raise
+        return (  # a GitHub without the activity API (an older GitHub Enterprise Server)
+            "Refused: this GitHub does not say when the branch was last pushed to, so attune "
+            "cannot tell that its head is the one you meant. Name it: "
+            f"`/attune tune sha={head[:12]}`."
+        )
     if not pushed:
         return None
     return (

@@ -441,6 +441,8 @@ class FakeGitHub(FakeState):
         return 200, self.run_json(self._own("run", req, "run_id"))
 
     def repos_list_activities(self, req: Req) -> Answer:
+        if not self.activity_api:  # older GitHub Enterprise Servers have no such endpoint
+            raise ApiError(404, "Not Found")
         found = self.find("activity", repo=self._repo(req).full_name)
         ref = req.query.get("ref")
         if ref:

@@ -150,6 +150,8 @@ class FakeState:
         self.requests, self.violations = list[Record](), list[Record]()
         self.response_problems: list[str] = []
         self.pull_files_limit = 3000
+        self.activity_api = True
+        """False: ``GET .../activity`` answers 404, as on a GitHub without it."""
         """GitHub lists at most 3,000 files of a pull request (tests lower it)."""
         self._ids, self._secret = itertools.count(1_000_001), secrets.token_bytes(16)
         self._hosted: dict[tuple[str | int, ...], str] = {}
