@@ -92,9 +92,15 @@ class LocalExecutor:
         without a model or a known capacity."""
         return self.memory.verdict(effective)
 
+    launches_here = True
+    """Whether ``backend`` runs the launches; False where a subclass hands them to another
+    machine (GitHub mode's self-hosted runner), whose resources this one cannot tell."""
+
     def machine_refusal(self, effective: EffectiveConfig) -> str | None:
         """Why ``effective`` cannot run on this executor's backend's machine (threads x ranks,
         memory); None when it fits or runs elsewhere."""
+        if not self.launches_here:
+            return None
         return resource_refusal(effective, self.backend)
 
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:

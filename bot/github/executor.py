@@ -55,6 +55,8 @@ def _ts(value: datetime | None, default: float) -> float:
 class ActionsExecutor(LocalExecutor):
     """Gate locally, bench through the self-hosted runner workflow."""
 
+    launches_here = False  # the runner's resources are checked by its own `attune bench`
+
     def __init__(
         self,
         *,
