@@ -259,6 +259,15 @@ def test_empty_ledger_left_behind_takes_a_new_campaign(tmp_path: Path) -> None:
         assert name == "run"
 
 
+def test_resume_of_an_empty_ledger_says_how_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Ledger(tmp_path / "ledger.db").close()
+    line = one_error(capsys, ["tune", "--resume", str(tmp_path)])
+    assert "the ledger holds no campaign" in line
+    assert "start one here with `attune tune RECIPE --budget H --workdir DIR`" in line
+
+
 # --- attune stop on something that is not a running campaign ---
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bot.commands.gate_check import judge_pair
-from bot.commands.tune import open_new, run_campaign
+from bot.commands.tune import holds_campaign, open_new, run_campaign
 from bot.console import console
 from bot.render import gate_table, verdict_line
 from gate.errors import AttuneError
@@ -36,8 +36,10 @@ def demo(
     pairs: tuple[int | None, int | None] = (None, None),
 ) -> int:
     workdir = workdir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
-    if (workdir / "ledger.db").exists():
-        raise AttuneError("already holds a ledger; pick a new --workdir", path=str(workdir))
+    if (workdir / "ledger.db").exists() and holds_campaign(workdir / "ledger.db"):
+        raise AttuneError(
+            "already holds a ledger with a campaign; pick a new --workdir", path=str(workdir)
+        )
     console.rule(f"[bold]attune tune {BASELINE.relative_to(EXAMPLES.parent)}")
     open_new(
         workdir,

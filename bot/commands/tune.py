@@ -37,7 +37,7 @@ from gate.ledger import Ledger
 from gate.recipe import load_recipe
 from gate.registry import Registry
 from runners.adapters import get_adapter
-from runners.backends import make_backend
+from runners.backends import make_backend, simulation_params
 
 
 class LiveProgress:
@@ -106,7 +106,7 @@ def open_new(
         raise AttuneError(problem)
     recipe = load_recipe(recipe_path)  # an unreadable or malformed file names itself here
     get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
-    if (workdir / "ledger.db").exists() and _holds_campaign(workdir / "ledger.db"):
+    if (workdir / "ledger.db").exists() and holds_campaign(workdir / "ledger.db"):
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
     make_backend(backend)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,14 @@ def open_new(
             lessons=lessons,
             max_pairs=max_pairs,
             confirm_pairs=confirm_pairs,
+            origin=_simulation_origin(backend),
         )
+
+
+def _simulation_origin(backend: str) -> dict[str, object] | None:
+    """``--backend sim``: the simulated cluster's parameters, recorded in the ledger."""
+    simulation = simulation_params(backend)
+    return None if simulation is None else {"simulation": simulation}
 
 
 def git_safe(name: str) -> str:
@@ -137,7 +144,7 @@ def git_safe(name: str) -> str:
     return safe.removesuffix(".lock") or "campaign"
 
 
-def _holds_campaign(path: Path) -> bool:
+def holds_campaign(path: Path) -> bool:
     """Whether the ledger at ``path`` holds a campaign; an empty one (left by a request that
     was refused after it was made) may take a new campaign."""
     with Ledger(path) as ledger:
@@ -154,7 +161,11 @@ def open_ledger(workdir: Path, action: str = "run the campaign") -> tuple[Ledger
     campaigns = ledger.campaigns()
     if not campaigns:
         ledger.close()
-        raise AttuneError("the ledger holds no campaign", path=str(workdir / "ledger.db"))
+        raise AttuneError(
+            "the ledger holds no campaign (a request refused after it was made); start one "
+            "here with `attune tune RECIPE --budget H --workdir DIR`",
+            path=str(workdir / "ledger.db"),
+        )
     return ledger, campaigns[0]
 
 
@@ -172,7 +183,9 @@ def run_campaign(
     with ledger, own_campaign_dir(workdir), sigterm_interrupts():  # one process owns it
         params = fold(name, ledger.events(name)).params
         backend = make_backend(
-            (params.backend if params else None) or "local", should_stop=stop_requested(workdir)
+            (params.backend if params else None) or "local",
+            should_stop=stop_requested(workdir),
+            simulation=params.simulation if params else None,
         )
 
         def local_executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
