@@ -42,7 +42,10 @@ class CampaignOpened(Event):
     comment_id: int | None = None
     """GitHub mode: the comment that started the campaign (a command runs once per comment)."""
     backend: str | None = None
-    """Where its trials run (``attune tune --backend``: ``slurm``); None: this machine."""
+    """Where its trials run (``attune tune --backend``: ``slurm``, ``sim``); None: this machine."""
+    simulation: dict[str, Any] | None = None
+    """``--backend sim``: the SIMULATED cluster's parameters (seed, spread, cv, hang and crash
+    rates, memory factor; ``runners.sim.truth.SimParams``). Its results are not measurements."""
     lessons: bool = True
     """Whether the agent reads the experience bank (``--no-lessons``: False, for ablation)."""
     max_pairs: int = MAX_PAIRS

@@ -190,7 +190,12 @@ def start_bench(
         raise AttuneError(f"{problem}; refused before launch", path=recipe.path)
     # the launch runs with cwd=workdir, so paths the adapter writes into argv must be absolute
     workdir = workdir.resolve()
-    spec = adapter.launch(recipe, effective, steps=steps, workdir=workdir, profile=profile)
+    # a simulated backend builds its own launch (no framework checkout, no torchrun)
+    build = getattr(backend, "launch_spec", None)
+    if build is not None:
+        spec = build(adapter, recipe, effective, steps=steps, workdir=workdir, profile=profile)
+    else:
+        spec = adapter.launch(recipe, effective, steps=steps, workdir=workdir, profile=profile)
     if avoid_nodes:
         spec = spec.model_copy(update={"avoid_nodes": list(avoid_nodes)})
     handle = (backend or LocalBackend()).start(spec, workdir=workdir, timeout_s=timeout_s)
