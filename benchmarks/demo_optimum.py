@@ -26,9 +26,9 @@ from pathlib import Path
 
 from benchmarks import optimum
 from benchmarks.optimum_table import OptimumTable, load
-from bot.agents.layout_space import Layout, layout_of
-from bot.campaign_state import CampaignState, fold
-from bot.judgement import judging_noise
+from bot.agents.levers.layout_space import Layout, layout_of
+from bot.campaign.judgement import judging_noise
+from bot.state.fold import CampaignState, fold
 from gate import sequential
 from gate.errors import AttuneError
 from gate.ledger import Ledger

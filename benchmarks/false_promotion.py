@@ -85,7 +85,8 @@ def compare(
     while True:
         pairs.append((draw(), candidate()))  # A (incumbent) then B (candidate)
         if first == "merge" and len(pairs) == 1 and sequential.differences(pairs)[0] > bar:
-            # beyond the one-run bar, and one interleaved pair confirms it (bot/judgement.py)
+            # beyond the one-run bar, and one interleaved pair confirms it
+            # (bot/campaign/judgement.py)
             return Comparison(decision="merge", phase="confirmed", runs=3, gain=gain, pairs=1)
         verdict = sequential.decide(pairs, max_pairs=max_pairs, noise=model if pooled else None)
         if verdict.decision != "more":

@@ -3,7 +3,7 @@
     python -m benchmarks.optimum [--recipe benchmarks/recipes/tuner-gpt.yaml]
         [--steps 6 --warmup 2] [--top 3 --repeats 3] [--compile top|all] [--compile-top 2]
 
-Every layout of the space (``bot/agents/layout_space.py``: threads x ranks within the cores,
+Every layout of the space (``bot/agents/levers/layout_space.py``: threads x ranks within the cores,
 micro-batch sizes, recompute, attention, compile, optimizer implementation) is benchmarked
 with the real harness (``runners.bench.run_bench``), ``--passes`` times, each pass in its own
 seeded shuffled order so that a drift of the machine's load does not line up with the levers;
@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.optimum_table import Machine, Measurement, OptimumTable, cpu_model, load, save
-from bot.agents.layout_space import Layout, embedded_layouts, layout_of
+from bot.agents.levers.layout_space import Layout, embedded_layouts, layout_of
 from gate.models import Recipe
 from gate.recipe import load_recipe
 from runners.adapters import get_adapter

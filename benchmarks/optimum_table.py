@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bot.agents.layout_space import Layout, layout_key
+from bot.agents.levers.layout_space import Layout, layout_key
 from gate.models import ProfileBreakdown, StepRecord, canonical_json
 
 CACHE_DIR_VAR = "ATTUNE_CACHE_DIR"

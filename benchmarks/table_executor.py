@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from benchmarks.optimum_table import Measurement, OptimumTable
-from bot.agents.layout_space import Layout, layout_of
-from bot.executor import LocalExecutor
+from bot.agents.levers.layout_space import Layout, layout_of
+from bot.campaign.executor import LocalExecutor
 from bot.interfaces import Role
 from gate.models import EffectiveConfig, Recipe, StepRecord, TrialResult, TrialStatus
 from gate.throughput import tokens_per_second_per_device

@@ -35,15 +35,15 @@ from benchmarks.optimum_table import OptimumTable, save
 from benchmarks.table_executor import TableExecutor
 from benchmarks.tuner_metrics import CampaignResult, Curve, agent_row, table
 from benchmarks.tuner_plot import plot
-from bot.agents.layout_space import Layout, layout_of
+from bot.agents.levers.layout_space import Layout, layout_of
 from bot.agents.random_search import RandomSearchAgent
 from bot.agents.rules import RulesAgent
 from bot.agents.tpe import TPEAgent
-from bot.campaign_setup import build_campaign, open_campaign
-from bot.campaign_state import CampaignParams
-from bot.executor import LocalExecutor
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.setup import build_campaign, open_campaign
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
+from bot.state.fold import CampaignParams
 from gate import budget, sequential
 from gate.ledger import Ledger, LedgerEvent
 from gate.recipe import load_recipe, parse_recipe

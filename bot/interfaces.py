@@ -2,7 +2,7 @@
 
 The embedded default implements each locally (git + SQLite forge, in-process gate and local
 subprocess runner, local backend, rules agent); GitHub mode plugs in other implementations
-without touching ``bot/campaign.py``.
+without touching ``bot/campaign/loop.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bot.lesson_view import LessonView
+from bot.lessons.view import LessonView
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.events_judgement import Phase

@@ -29,7 +29,8 @@ from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
 Role = Literal["calibration", "profile", "candidate", "layout_check"] | Phase
 """Why a trial runs; layout_check: a layout-only variant calibrating the post-launch checks
-(``bot/check_calibration.py``); ``Phase``: the judgement's extra runs (``docs/judgement.md``)."""
+(``bot/campaign/check_calibration.py``); ``Phase``: the judgement's extra runs
+(``docs/judgement.md``)."""
 StopReason = Literal[
     "budget",
     "exhausted",

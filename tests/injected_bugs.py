@@ -4,7 +4,7 @@
 
 For two settings -- fine-tuning a checkpoint this script trains first, and training from the
 seeded random init -- it runs the baseline twice, its layout-only variants
-(``bot.layout_variants``) and the baseline with each silent bug of
+(``bot.campaign.layout_variants``) and the baseline with each silent bug of
 ``runners/embedded/faults.py`` switched on, CHECK_STEPS real training steps each, and writes
 every run's step records. ``tests/test_injected_bugs.py`` calibrates the post-launch reference
 from them and asserts which check catches which bug.
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from bot.layout_variants import layout_variants
+from bot.campaign.layout_variants import layout_variants
 from gate.models import EffectiveConfig, StepRecord
 from gate.postlaunch_reference import CHECK_STEPS
 from runners.embedded import train

@@ -299,8 +299,8 @@ def test_stop_a_file_that_is_no_ledger(tmp_path: Path, capsys: pytest.CaptureFix
 def test_campaign_in_a_folder_with_spaces_opens_its_forge(tmp_path: Path) -> None:
     """The work directory's and the recipe's names become git branch names: spaces in them
     must not reach git as a bad ref name."""
-    from bot.campaign_state import fold
     from bot.commands.tune import open_ledger, open_new
+    from bot.state.fold import fold
 
     folder = tmp_path / "my runs"
     recipe = _recipe(folder, "my recipe")

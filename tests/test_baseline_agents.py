@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.agents.layout_space import (
+from bot.agents.levers.layout_space import (
     LEVERS,
     embedded_layouts,
     layout_key,
@@ -22,9 +22,9 @@ from bot.agents.layout_space import (
 )
 from bot.agents.random_search import RandomSearchAgent
 from bot.agents.tpe import Space, TPEAgent, build_study
-from bot.campaign_setup import AGENTS
+from bot.campaign.recipe_edit import apply_changes
+from bot.campaign.setup import AGENTS
 from bot.interfaces import AgentView, HistoryItem, Probe, Proposal, Stop
-from bot.recipe_edit import apply_changes
 from gate.errors import AttuneError
 from gate.recipe import parse_recipe
 from gate.registry import Registry, load_registry

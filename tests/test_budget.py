@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.campaign_state import fold
+from bot.state.fold import fold
 from gate.budget import (
     check_launch,
     failed_fingerprints,

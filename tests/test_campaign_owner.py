@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from bot.campaign_lock import LOCK_FILE
+from bot.campaign.lock import LOCK_FILE
 from gate.ledger import Ledger, LedgerEvent
 from runners.supervise import EXIT_FILE, alive
 from tests.conftest import SMALL_CONFIG

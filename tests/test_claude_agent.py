@@ -168,7 +168,7 @@ def test_an_accepted_decision_is_replayed_from_the_ledger_without_a_call(
 def test_lessons_reach_the_model_and_the_ones_it_cites_reach_the_proposal(
     ledger: Ledger, view: AgentView
 ) -> None:
-    from bot.lesson_view import LessonView
+    from bot.lessons.view import LessonView
     from tests.fake_anthropic import Request, tool_results
 
     lesson = LessonView(

@@ -155,7 +155,7 @@ def test_a_truncated_turn_runs_nothing_and_a_question_gets_the_default() -> None
 def test_the_claude_agent_is_refused_up_front_without_a_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bot.campaign_setup import agent_problem
+    from bot.campaign.setup import agent_problem
     from bot.render import replies
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -173,8 +173,8 @@ def test_the_claude_agent_is_refused_up_front_without_a_key(
 
 
 def test_the_fold_sums_model_calls_for_every_surface(tmp_path: Any) -> None:
-    from bot.campaign_state import fold
     from bot.render import campaign_comment, cost_line
+    from bot.state.fold import fold
     from gate.ledger import Ledger
     from tests.events_factory import payload
 

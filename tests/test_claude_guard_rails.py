@@ -21,9 +21,9 @@ from bot.agents.claude.agent import ClaudeAgent
 from bot.agents.claude.factory import load_playbook
 from bot.agents.claude.settings import load_settings
 from bot.agents.claude.source_tree import SourceTree, source_tree
+from bot.campaign.recipe_edit import apply_changes
 from bot.commands.stop import STOP_FILE
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Proposal, Stop
-from bot.recipe_edit import apply_changes
 from gate.ledger import Ledger
 from gate.models import ProfileBreakdown
 from gate.recipe import load_recipe, parse_recipe

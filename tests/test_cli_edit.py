@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.recipe_edit import apply_changes, set_token_list
+from bot.campaign.recipe_edit import apply_changes, set_token_list
 from gate.errors import AttuneError
 from gate.recipe import parse_recipe
 from runners.adapters import get_adapter
@@ -149,7 +149,7 @@ def test_a_torchtitan_candidate_resolves_to_the_change() -> None:
 
 
 def test_a_config_key_not_written_is_added_even_when_another_section_follows() -> None:
-    from bot.recipe_edit import set_section_keys
+    from bot.campaign.recipe_edit import set_section_keys
 
     text = "framework: embedded\nconfig:\n  threads: 1\nenv:\n  OMP_PROC_BIND: 'true'\n"
     edited = set_section_keys(text, {"compile": True, "threads": 2})

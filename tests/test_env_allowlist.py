@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.campaign_setup import open_campaign
+from bot.campaign.setup import open_campaign
 from bot.cli import main
 from gate.env_allowlist import MAX_VALUE_CHARS, EnvRefused
 from gate.errors import AttuneError

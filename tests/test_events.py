@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.campaign_state import fold
+from bot.state.fold import fold
 from gate.event_codec import EventError, parse_event
 from gate.events import MODELS, CampaignOpened, TrialFinished
 from gate.ledger import EVENT_KINDS, Ledger

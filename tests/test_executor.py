@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bot.campaign_state import fold
-from bot.executor import LocalExecutor, TrialOutcome
+from bot.campaign.executor import LocalExecutor, TrialOutcome
+from bot.state.fold import fold
 from gate.budget import forecast_device_seconds, spent_device_seconds
 from gate.ledger import Ledger, LedgerEvent
 from gate.models import EffectiveConfig, Recipe

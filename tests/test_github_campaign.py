@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.campaign_state import fold
+from bot.state.fold import fold
 from gate.ledger import Ledger
 from tests.fakegithub import FakeGitHub
 from tests.github_harness import (

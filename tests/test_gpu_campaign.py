@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.campaign_state import fold
 from bot.cli import main
 from bot.forges.local import LocalForge
+from bot.state.fold import fold
 from gate.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_an_out_of_memory_candidate_is_closed_and_teaches_the_memory_model(
     assert state.speedup == pytest.approx(1.0)
     assert c1.finished["device_seconds"] > 0  # charged all the same
     # censored: the model now expects at least the capacity from that layout
-    from bot.memory_guard import MemoryGuard
+    from bot.campaign.memory_guard import MemoryGuard
 
     with Ledger(work / "ledger.db") as ledger:
         calibration = MemoryGuard(ledger, state.campaign).calibration(state)
@@ -148,9 +148,9 @@ def test_a_torchtitan_recipe_is_tuned_end_to_end(
 def test_a_candidate_predicted_not_to_fit_is_refused_before_launch(tmp_path: Path) -> None:
     """Straight through the executor, as a campaign's agent that ignored the memory model
     would get there: refused as predicted_oom, nothing started, nothing charged."""
-    from bot.campaign_setup import open_campaign
-    from bot.executor import LocalExecutor
-    from bot.recipe_edit import apply_changes
+    from bot.campaign.executor import LocalExecutor
+    from bot.campaign.recipe_edit import apply_changes
+    from bot.campaign.setup import open_campaign
     from gate.recipe import parse_recipe
     from gate.registry import load_registry
     from runners.adapters import get_adapter

@@ -197,7 +197,7 @@ def test_a_campaign_closes_a_candidate_the_workload_refuses(
 ) -> None:
     """No run at all: the noise model is the one a recorded calibration wrote, so the campaign
     goes straight to the candidate, which the gate rejects before any launch."""
-    monkeypatch.setattr("bot.campaign.calibrate_checks", skip_check_calibration, raising=False)
+    monkeypatch.setattr("bot.campaign.loop.calibrate_checks", skip_check_calibration, raising=False)
     recipe = write(tmp_path / "small.yaml", n_layer=2, n_head=4, d_model=64, seq_len=32,
                    global_batch_size=8, micro_batch_size=1, threads=1)  # fmt: skip
     workdir = tmp_path / "campaign"

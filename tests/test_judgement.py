@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from bot.campaign_state import CampaignState, TrialRecord, history
-from bot.judgement import judge_finished, paired_outcome
+from bot.campaign.judgement import judge_finished, paired_outcome
+from bot.state.fold import CampaignState, TrialRecord, history
 from gate.models import NoiseModel, TrialResult
 
 NOISE = NoiseModel(runs=5, mean=1000.0, std=20.0, cv=0.02, threshold=0.06)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bot.agents.rules import RulesAgent
-from bot.campaign_core import CampaignCore
+from bot.campaign.context import CampaignCore
+from bot.campaign.executor import LocalExecutor
 from bot.cli import main
-from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.render import CAMPAIGN_MARKER
 from gate.errors import AttuneError

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.campaign_state import CampaignState, TrialRecord
-from bot.lessons import (
+from bot.lessons.audit import check_claim
+from bot.lessons.bank import (
     BANK_DIR,
     CampaignFacts,
     Lesson,
@@ -20,8 +20,8 @@ from bot.lessons import (
     parse_lessons,
     scope_mismatch,
 )
-from bot.lessons_audit import check_claim
-from bot.lessons_mining import lesson_file, propose
+from bot.lessons.mining import lesson_file, propose
+from bot.state.fold import CampaignState, TrialRecord
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.agents.lesson_use import direction, lesson_about
 from bot.interfaces import Proposal, Stop
-from bot.lesson_view import LessonView
+from bot.lessons.view import LessonView
 from gate.registry import Registry, load_registry
 from tests.test_rules_agent import PORTED, decide, view
 

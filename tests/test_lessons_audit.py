@@ -12,8 +12,8 @@ import yaml
 
 from bot.cli import main
 from bot.commands.lessons import ROOT, audit_bank
-from bot.lessons import load_bank
-from bot.lessons_audit import Audit, check_scope
+from bot.lessons.audit import Audit, check_scope
+from bot.lessons.bank import load_bank
 
 LEDGER_01 = "tests/fixtures/ledgers/attune-0.1.db"
 """A real campaign (v01run) on examples/ported-gpt.yaml: c1 threads 1 -> 2 measured -40.32%,

@@ -12,19 +12,19 @@ from typing import Any
 
 import pytest
 
-from bot.campaign import Campaign
-from bot.campaign_setup import build_campaign
-from bot.campaign_state import fold
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.loop import Campaign
+from bot.campaign.setup import build_campaign
 from bot.cli import build_parser
 from bot.commands.tune import open_new, run_campaign
-from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.github.commands import Command, CommandError, parse
 from bot.interfaces import Proposal
-from bot.lessons import CampaignFacts, parse_lessons
-from bot.lessons_campaign import open_lessons_pr
-from bot.lessons_mining import propose
-from bot.report import build_report, render_markdown
+from bot.lessons.bank import CampaignFacts, parse_lessons
+from bot.lessons.campaign import open_lessons_pr
+from bot.lessons.mining import propose
+from bot.report.build import build_report, render_markdown
+from bot.state.fold import fold
 from gate.ledger import Ledger
 from tests.conftest import SMALL_CONFIG
 from tests.test_forge_contract import World, _github, _local

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.campaign_state import fold
-from bot.report import render_markdown, report_of
+from bot.report.build import render_markdown, report_of
+from bot.state.fold import fold
 from gate import postlaunch
 from gate.ledger import Ledger
 from gate.models import StepRecord, TrialResult

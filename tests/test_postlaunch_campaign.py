@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from bot.agents.rules import RulesAgent
-from bot.campaign import Campaign
-from bot.campaign_setup import open_campaign
-from bot.campaign_state import CampaignState
-from bot.check_calibration import affordable, calibrate_checks
-from bot.executor import LocalExecutor
+from bot.campaign.check_calibration import affordable, calibrate_checks
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.judgement import judge_finished
+from bot.campaign.layout_variants import layout_variants
+from bot.campaign.loop import Campaign
+from bot.campaign.setup import open_campaign
 from bot.forges.local import LocalForge
-from bot.judgement import judge_finished
-from bot.layout_variants import layout_variants
+from bot.state.fold import CampaignState
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, TrialResult
 from gate.postlaunch_reference import LOSS_BAND_FLOOR, UNMEASURED_LOSS_FLOOR

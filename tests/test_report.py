@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from bot.campaign_state import fold
 from bot.commands.ledger import ledger_show
 from bot.commands.tune import summarize
 from bot.console import console
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 from bot.render import campaign_comment
-from bot.report import build_report, render_markdown, write_report
+from bot.report.build import build_report, render_markdown, write_report
+from bot.state.fold import fold
 from gate.ledger import EventKind, Ledger, LedgerEvent
 from gate.models import ProfileBreakdown
 from gate.noise import calibrate

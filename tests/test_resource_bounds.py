@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.campaign_setup import build_campaign
-from bot.candidates import REFUSED_IN_A_ROW
+from bot.campaign.candidates import REFUSED_IN_A_ROW
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.setup import build_campaign
 from bot.cli import main
 from bot.commands.tune import open_new
-from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.interfaces import Proposal
 from gate.budget import forecast_device_seconds

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from bot.agents.rules import RulesAgent
+from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import AgentView, HistoryItem, Probe, ProfileRequest, Proposal, Stop
-from bot.recipe_edit import apply_changes
 from gate.errors import AttuneError
 from gate.models import ProfileBreakdown
 from gate.recipe import parse_recipe

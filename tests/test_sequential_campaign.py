@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from bot.campaign import Campaign
-from bot.campaign_setup import build_campaign
-from bot.campaign_state import CampaignState, fold
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.loop import Campaign
+from bot.campaign.setup import build_campaign
 from bot.cli import main
 from bot.commands.tune import open_new
-from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
-from bot.report import build_report, render_markdown
+from bot.report.build import build_report, render_markdown
+from bot.state.fold import CampaignState, fold
 from gate import sequential
 from gate.ledger import Ledger, LedgerEvent
 from runners.adapter import LaunchSpec

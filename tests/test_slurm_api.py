@@ -429,7 +429,7 @@ def test_calibration_runs_avoid_the_nodes_earlier_ones_ran_on(
 ) -> None:
     """The executor hands each calibration run the nodes earlier calibration runs used (the
     ledger's ``trial_finished.nodes``), oldest first; other roles' nodes do not count."""
-    from bot.executor import LocalExecutor
+    from bot.campaign.executor import LocalExecutor
     from gate.ledger import Ledger
     from tests.events_factory import payload
 

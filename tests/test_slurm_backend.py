@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.executor import LocalExecutor
+from bot.campaign.executor import LocalExecutor
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.models import Recipe, TrialResult

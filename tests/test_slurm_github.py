@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot.campaign_setup import build_campaign, open_campaign
-from bot.campaign_state import CampaignParams, fold
-from bot.executor import LocalExecutor
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.setup import build_campaign, open_campaign
 from bot.github.campaign_thread import Running, make_executor
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost
 from bot.github.settings import Settings
+from bot.state.fold import CampaignParams, fold
 from gate.ledger import Ledger
 from gate.registry import Registry, load_registry
 from runners.slurm.backend import SlurmBackend

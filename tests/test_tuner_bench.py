@@ -25,8 +25,8 @@ from benchmarks.tuner_metrics import (
     step_value,
     table,
 )
-from bot.agents.layout_space import embedded_layouts, layout_key
-from bot.campaign_state import fold
+from bot.agents.levers.layout_space import embedded_layouts, layout_key
+from bot.state.fold import fold
 from gate import budget
 from gate.ledger import Ledger
 from gate.models import ProfileBreakdown, StepRecord, TrialResult

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.lesson_view import LessonView
+from bot.lessons.view import LessonView
 
 
 def direction(old: object, new: object) -> str:

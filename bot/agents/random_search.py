@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from bot.agents.layout_space import (
+from bot.agents.levers.layout_space import (
     agent_seed,
     embedded_layouts,
     exhausted,

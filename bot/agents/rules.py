@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agents.gpu_moves import megatron_moves, torchtitan_moves
 from bot.agents.lesson_use import cite, direction, lesson_about
-from bot.agents.moves import Move, MoveCatalogue, embedded_moves
+from bot.agents.levers.gpu_moves import megatron_moves, torchtitan_moves
+from bot.agents.levers.moves import Move, MoveCatalogue, embedded_moves
 from bot.interfaces import (
     AgentView,
     HistoryItem,

@@ -25,7 +25,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import BaseTrial, TrialState
 
-from bot.agents.layout_space import (
+from bot.agents.levers.layout_space import (
     CHOICES,
     Layout,
     agent_seed,

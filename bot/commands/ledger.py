@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bot.campaign_state import fold
 from bot.console import console
 from bot.render import cost_line, ledger_table
-from bot.report_judgement import confirmation_text
+from bot.report.judgement import confirmation_text
+from bot.state.fold import fold
 from gate.errors import AttuneError
 from gate.ledger import Anchor, Ledger
 from gate.ledger_key import KEY_ENV

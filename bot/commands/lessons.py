@@ -6,7 +6,7 @@ attune lessons audit --bank DIR --root DIR
 
 The audit reads every ledger a lesson cites (paths relative to ``--root``, the attune checkout
 by default), the installed framework versions and their registries; the checks themselves are
-``bot.lessons_audit``.
+``bot.lessons.audit``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from bot.campaign_state import CampaignState, fold
 from bot.console import console
-from bot.lessons import BANK_DIR, Lesson, load_bank
-from bot.lessons_audit import Audit, audit
+from bot.lessons.audit import Audit, audit
+from bot.lessons.bank import BANK_DIR, Lesson, load_bank
+from bot.state.fold import CampaignState, fold
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.registry import load_registry

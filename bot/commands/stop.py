@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-from bot.campaign_state import fold
 from bot.console import console
+from bot.state.fold import fold
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 

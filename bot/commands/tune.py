@@ -14,22 +14,22 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
-from bot.campaign_lock import own_campaign_dir
-from bot.campaign_setup import (
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.lock import own_campaign_dir
+from bot.campaign.setup import (
     agent_problem,
     build_campaign,
     check_pairs,
     check_request,
     open_campaign,
 )
-from bot.campaign_state import CampaignParams, CampaignState, fold
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.console import console
-from bot.executor import LocalExecutor
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
 from bot.render import llm_line, noise_line
-from bot.report import write_report
+from bot.report.build import write_report
+from bot.state.fold import CampaignParams, CampaignState, fold
 from gate import sequential
 from gate.budget import check_budget_hours
 from gate.errors import AttuneError

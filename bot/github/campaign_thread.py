@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.campaign_setup import build_campaign
-from bot.campaign_state import CampaignParams, CampaignState, fold
-from bot.executor import LocalExecutor
+from bot.campaign.executor import LocalExecutor
+from bot.campaign.setup import build_campaign
 from bot.forges.github import GitHubForge
 from bot.github.client import RepoClient
 from bot.github.executor import ActionsExecutor
@@ -24,6 +23,7 @@ from bot.github.public_text import for_the_pull_request
 from bot.github.settings import Settings
 from bot.interfaces import HeadMoved
 from bot.render import replies
+from bot.state.fold import CampaignParams, CampaignState, fold
 from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from bot.campaign_setup import AGENTS
+from bot.campaign.setup import AGENTS
 
 PREFIX = "/attune"
 MAX_STEPS = 10_000

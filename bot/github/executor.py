@@ -16,13 +16,13 @@ import time
 from datetime import datetime
 from typing import Any
 
-from bot.campaign_state import fold
-from bot.executor import LocalExecutor
+from bot.campaign.executor import LocalExecutor
 from bot.github.client import RepoClient
 from bot.github.pins import Pins, pins_of, verify_pins
 from bot.github.records import CheckRun, WorkflowRun
 from bot.github.results import MAX_RESULT_BYTES, check_result, read_result
 from bot.interfaces import Role
+from bot.state.fold import fold
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.campaign_state import CampaignState
 from bot.github.client import RepoClient
 from bot.interfaces import HeadMoved
+from bot.state.fold import CampaignState
 from gate.errors import AttuneError
 
 

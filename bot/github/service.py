@@ -11,8 +11,7 @@ import logging
 import threading
 from typing import Any
 
-from bot.campaign_setup import DEFAULT_STEPS, DEFAULT_WARMUP, agent_problem, open_campaign
-from bot.campaign_state import CampaignState, fold
+from bot.campaign.setup import DEFAULT_STEPS, DEFAULT_WARMUP, agent_problem, open_campaign
 from bot.forges.github import PullContext
 from bot.github.campaign_thread import RESUMABLE, Running, run_campaign
 from bot.github.client import RepoClients, app_slug
@@ -21,6 +20,7 @@ from bot.github.public_text import for_the_pull_request
 from bot.github.screening import bound_head, screen_recipe
 from bot.github.settings import Settings
 from bot.render import replies
+from bot.state.fold import CampaignState, fold
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 

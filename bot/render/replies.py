@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.campaign_state import CampaignState
 from bot.render.text import noise_line
+from bot.state.fold import CampaignState
 
 NO_CAMPAIGN = "No attune campaign on this pull request yet: `/attune tune` starts one."
 BEING_STARTED = "A campaign is being started here: `/attune status` shows it."

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from bot.campaign_state import CampaignState
+from bot.state.fold import CampaignState
 from gate.ledger import LedgerEvent
 from gate.models import GateReport, NoiseModel, TrialResult
 

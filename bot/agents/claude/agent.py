@@ -30,9 +30,9 @@ from bot.agents.claude.settings import ClaudeSettings
 from bot.agents.claude.source_tree import SourceTree
 from bot.agents.claude.tool_specs import TOOLS
 from bot.agents.claude.tools import Decision, ToolBox
-from bot.campaign_state import fold
 from bot.commands.stop import STOP_FILE
 from bot.interfaces import AgentView, ProbeOf, Stop
+from bot.state.fold import fold
 from gate.ledger import Ledger
 from gate.registry import Registry
 

@@ -1,4 +1,4 @@
-"""What the rules agent's lever catalogues (``bot/agents/moves.py``, ``gpu_moves.py``) tell
+"""What the rules agent's lever catalogues (``bot/agents/levers/moves.py``, ``gpu_moves.py``) tell
 the checks: which keys may move together (coupled splits) and which moves are still open."""
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from bot.agents.claude import checks
 from bot.agents.claude.catalogue import coupled_splits, remaining_moves
 from bot.agents.claude.source_tree import SourceError, SourceTree
 from bot.agents.claude.tool_specs import INPUTS, GetMemory, Propose, StopInput
-from bot.campaign_state import CampaignState
 from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
+from bot.state.fold import CampaignState
 from gate.registry import Registry
 
 Decision = Proposal | ProfileRequest | Stop

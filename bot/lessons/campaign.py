@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.interfaces import Forge, ForgeError
-from bot.lesson_view import LessonView
-from bot.lessons import CampaignFacts, Lesson, campaign_facts, load_bank, matching
-from bot.lessons_mining import lesson_file, lesson_id, propose
+from bot.lessons.bank import CampaignFacts, Lesson, campaign_facts, load_bank, matching
+from bot.lessons.mining import lesson_file, lesson_id, propose
+from bot.lessons.view import LessonView
 from gate.events import CampaignOpened
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import parse_recipe
 
 if TYPE_CHECKING:
-    from bot.campaign_core import CampaignCore
+    from bot.campaign.context import CampaignCore
 
 FINAL = ("budget", "exhausted", "max_trials")
 """Stops after which the campaign is over (the others can be resumed, or taught nothing)."""

@@ -5,15 +5,15 @@ First run: the post-launch gate (``gate.postlaunch.check`` against the calibrate
 then the gain over the incumbent's score against the one-run bar (``gate.sequential``): beyond
 it the candidate merges on that run, at or below 0 it closes, in between it is re-measured A/B
 and the paired rule decides (``paired_outcome``). The campaign does the runs
-(``bot/extra_runs.py``); nothing here reads or writes anything.
+(``bot/campaign/extra_runs.py``); nothing here reads or writes anything.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.campaign_state import CampaignState
-from bot.judgement_state import ok_score
+from bot.state.fold import CampaignState
+from bot.state.judgement import ok_score
 from gate import noise, postlaunch, sequential
 from gate.events_judgement import RunRequested
 from gate.models import NoiseModel, TrialResult

@@ -21,7 +21,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.lesson_view import Effect, LessonView
+from bot.lessons.view import Effect, LessonView
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 from gate.text_files import read_utf8

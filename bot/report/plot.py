@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from bot.report_model import CampaignReport
+    from bot.report.model import CampaignReport
 
 FIGSIZE = (12.0, 5.5)
 DPI = 100

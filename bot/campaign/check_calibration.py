@@ -1,6 +1,6 @@
 """The campaign's calibration of the post-launch checks, after the noise calibration.
 
-The layout-only variants of the baseline (``bot.layout_variants``) run once each as
+The layout-only variants of the baseline (``bot.campaign.layout_variants``) run once each as
 ``layout_check`` trials, charged like any run; the reference is calibrated from them and the
 calibration runs (``gate.postlaunch_reference.calibrate``) and written to the ledger as
 ``checks_calibrated``, so a restarted bot folds it back instead of measuring again. A variant
@@ -10,11 +10,11 @@ the reference's notes; without any, the band comes from the baseline's repeats a
 
 from __future__ import annotations
 
-from bot.campaign_core import CampaignCore
-from bot.campaign_state import CampaignState
+from bot.campaign.context import CampaignCore
+from bot.campaign.layout_variants import layout_variants
+from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import Role
-from bot.layout_variants import layout_variants
-from bot.recipe_edit import apply_changes
+from bot.state.fold import CampaignState
 from gate import prelaunch
 from gate.errors import AttuneError
 from gate.models import StepRecord, TrialResult

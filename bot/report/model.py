@@ -127,4 +127,4 @@ class CampaignReport(BaseModel):
     confirmation: Interval | None = None
     """The winner's speedup over the baseline from interleaved pairs, with its interval."""
     judgement: list[str] = Field(default_factory=list)
-    """The judgement section's Markdown lines (``bot/report_judgement.py``)."""
+    """The judgement section's Markdown lines (``bot/report/judgement.py``)."""

@@ -1,7 +1,7 @@
 """What an agent sees of one lesson of the experience bank (``registry/lessons/*.yaml``).
 
 The bank itself (the full lesson with its scope and evidence, the loader, scope matching and
-the audit) is ``bot/lessons.py``; an agent only gets the accepted lessons whose scope matches
+the audit) is ``bot/lessons/bank.py``; an agent only gets the accepted lessons whose scope matches
 its campaign, reduced to what it can act on.
 """
 

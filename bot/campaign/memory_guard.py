@@ -8,7 +8,7 @@ out-of-memory runs as censored observations (``gate.memory``).
 
 from __future__ import annotations
 
-from bot.campaign_state import CampaignState, fold
+from bot.state.fold import CampaignState, fold
 from gate.ledger import Ledger
 from gate.memory import (
     MemoryCalibration,

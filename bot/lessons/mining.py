@@ -18,9 +18,9 @@ import yaml
 
 from bot.agents.lesson_use import direction
 from bot.agents.rules import FAILED
-from bot.campaign_state import CampaignState, TrialRecord
-from bot.lesson_view import Effect
-from bot.lessons import CampaignFacts, Evidence, Lesson, ParamRange, Scope
+from bot.lessons.bank import CampaignFacts, Evidence, Lesson, ParamRange, Scope
+from bot.lessons.view import Effect
+from bot.state.fold import CampaignState, TrialRecord
 
 
 def _size(params: float) -> str:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot import render
-from bot.campaign_state import CampaignState, fold
 from bot.interfaces import Agent, Executor, Forge, Role
-from bot.lesson_view import LessonView
+from bot.lessons.view import LessonView
+from bot.state.fold import CampaignState, fold
 from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger, LedgerEvent
@@ -69,7 +69,7 @@ class CampaignCore:
         self.stop_requested = stop_requested or (lambda: False)
         """Polled between steps: True stops the campaign (``/attune stop``)."""
         self.lessons = lessons or []
-        """The experience bank's accepted lessons that match the campaign (``bot.lessons``)."""
+        """The experience bank's accepted lessons that match the campaign (``bot.lessons.bank``)."""
 
     # --- state ---
 

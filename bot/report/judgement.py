@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.campaign_state import CampaignState
+from bot.state.fold import CampaignState
 from gate import sequential
 from gate.sequential import Interval
 

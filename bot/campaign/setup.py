@@ -15,11 +15,11 @@ from typing import Any
 
 from bot.agents.random_search import RandomSearchAgent
 from bot.agents.rules import RulesAgent
-from bot.campaign import Campaign
-from bot.campaign_core import Progress
-from bot.campaign_state import CampaignParams, fold
+from bot.campaign.context import Progress
+from bot.campaign.loop import Campaign
 from bot.interfaces import Agent, Executor, Forge
-from bot.lessons_campaign import lessons_for
+from bot.lessons.campaign import lessons_for
+from bot.state.fold import CampaignParams, fold
 from gate import sequential
 from gate.budget import check_budget_hours
 from gate.errors import AttuneError

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from bot.campaign.launch_paths import located, stored
+from bot.campaign.memory_guard import MemoryGuard
 from bot.interfaces import Role
-from bot.launch_paths import located, stored
-from bot.memory_guard import MemoryGuard
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError, FrameworkRefusal

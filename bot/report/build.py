@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.campaign_core import anchor_line
-from bot.campaign_state import CampaignState, TrialRecord, fold
-from bot.lessons_campaign import FINAL
+from bot.campaign.context import anchor_line
+from bot.lessons.campaign import FINAL
 from bot.render.text import harness_note, llm_line
-from bot.report_judgement import confirmation_of, judgement_section
-from bot.report_model import (
+from bot.report.judgement import confirmation_of, judgement_section
+from bot.report.model import (
     NO_CHANGE,
     CampaignReport,
     CandidateRow,
@@ -21,7 +20,8 @@ from bot.report_model import (
     IncumbentStep,
     RunRow,
 )
-from bot.report_plot import render_plot as render_plot  # re-exported: part of this API
+from bot.report.plot import render_plot as render_plot  # re-exported: part of this API
+from bot.state.fold import CampaignState, TrialRecord, fold
 from gate.ledger import LedgerEvent
 from gate.postlaunch_reference import summary
 

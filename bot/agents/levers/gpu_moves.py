@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agents.moves import Move
+from bot.agents.levers.moves import Move
 
 
 def _flag_on(

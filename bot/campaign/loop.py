@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 
-from bot.campaign_state import CampaignState, agent_view
-from bot.candidates import CandidateSteps
-from bot.check_calibration import calibrate_checks
+from bot.campaign.candidates import CandidateSteps
+from bot.campaign.check_calibration import calibrate_checks
+from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Stop
-from bot.lessons_campaign import propose_lessons
-from bot.recipe_edit import apply_changes
+from bot.lessons.campaign import propose_lessons
+from bot.state.fold import CampaignState, agent_view
 from gate import noise
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig

@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 
 from bot.agents.lesson_use import direction
 from bot.agents.rules import FAILED
-from bot.campaign_state import CampaignState, TrialRecord
-from bot.lessons import Evidence, Lesson
+from bot.lessons.bank import Evidence, Lesson
+from bot.state.fold import CampaignState, TrialRecord
 
 TOLERANCE_PCT = 0.05
 """How far a cited change may be from the ledger's (rounding)."""

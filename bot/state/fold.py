@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.interfaces import AgentView, HistoryItem
-from bot.judgement_state import KINDS as JUDGEMENT_KINDS
-from bot.judgement_state import JudgementState
+from bot.state.judgement import KINDS as JUDGEMENT_KINDS
+from bot.state.judgement import JudgementState
 from gate import budget
 from gate.events import CampaignOpened
 from gate.ledger import LedgerEvent

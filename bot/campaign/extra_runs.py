@@ -5,16 +5,16 @@ of the winner against the baseline (``docs/judgement.md``).
 Each run is requested in the ledger (``run_requested``) before it starts, then admitted,
 launched and charged like any trial; a resumed campaign finds the requested run that has not
 finished and runs it (``reconcile`` already waited for one that was launched). The decisions
-are ``bot/judgement.py``'s and ``gate/sequential.py``'s.
+are ``bot/campaign/judgement.py``'s and ``gate/sequential.py``'s.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from bot.campaign_core import CampaignCore
-from bot.campaign_state import CampaignState, TrialRecord
-from bot.judgement import incumbent_runs, paired_outcome, pairs_of
+from bot.campaign.context import CampaignCore
+from bot.campaign.judgement import incumbent_runs, paired_outcome, pairs_of
+from bot.state.fold import CampaignState, TrialRecord
 from gate import noise, sequential
 from gate.events import StopReason
 from gate.events_judgement import Arm, Phase, RunRequested

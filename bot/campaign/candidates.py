@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from bot import render
-from bot.campaign_state import CampaignState, TrialRecord
-from bot.extra_runs import ExtraRuns
+from bot.campaign.extra_runs import ExtraRuns
+from bot.campaign.judgement import judge_finished
+from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import CheckResult, Proposal
-from bot.judgement import judge_finished
-from bot.recipe_edit import apply_changes
+from bot.state.fold import CampaignState, TrialRecord
 from gate.errors import AttuneError
 from gate.ledger import LedgerEvent
 from gate.models import Recipe, TrialResult

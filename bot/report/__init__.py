@@ -1,0 +1,1 @@
+"""The campaign report: its data model, the judgement section, the plot and the writer."""
