@@ -27,7 +27,7 @@ from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.console import console
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
-from bot.render import llm_line, noise_line
+from bot.render import llm_line, noise_line, simulated_note
 from bot.report.build import write_report
 from bot.state.fold import CampaignParams, CampaignState, fold
 from gate import sequential
@@ -222,6 +222,9 @@ def run_campaign(
 def summarize(state: CampaignState, report: Path) -> None:
     stopped = state.stopped or {}
     console.rule("[bold]campaign finished")
+    simulated = simulated_note(state.params.simulation if state.params else None)
+    if simulated:
+        console.print(simulated.removeprefix("> "), markup=False)
     if state.noise and state.speedup is not None:
         speedup = state.speedup
         console.print(

@@ -86,7 +86,10 @@ def make_executor(
     params: CampaignParams,
 ) -> LocalExecutor:
     """Where the campaign's trials run: Slurm jobs the bot submits itself when its settings
-    name a cluster, else the bench workflow on a self-hosted runner."""
+    name a cluster, else the bench workflow on a self-hosted runner. Never the simulated
+    cluster: a pull request is told measurements only."""
+    if params.backend == "sim" or params.simulation is not None:
+        raise AttuneError("GitHub mode runs no simulated campaign (--backend sim is local only)")
     common: dict[str, Any] = {
         "ledger": ledger,
         "campaign": campaign,

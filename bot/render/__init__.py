@@ -20,6 +20,7 @@ from bot.render.text import (
     ledger_table,
     llm_line,
     noise_line,
+    simulated_note,
     trial_line,
     verdict_line,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "ledger_table",
     "llm_line",
     "noise_line",
+    "simulated_note",
     "trial_line",
     "verdict_line",
 ]

@@ -175,13 +175,32 @@ def harness_note(harness: list[str], overridden: list[str]) -> str:
     return note
 
 
+def simulated_note(simulation: dict[str, Any] | None) -> str:
+    """The label every surface of a simulated campaign carries (``--backend sim``); empty for
+    a real one."""
+    if not simulation:
+        return ""
+    return (
+        "> **SIMULATED**: these trials ran on attune's simulated GPU cluster (`--backend sim`, "
+        f"seed {simulation.get('seed')}, spread {simulation.get('spread')}, cv "
+        f"{simulation.get('cv')}); no GPU ran them and their numbers are not measurements."
+    )
+
+
 def candidate_body(
-    proposal: dict[str, Any], *, campaign: str, harness: list[str], overridden: list[str]
+    proposal: dict[str, Any],
+    *,
+    campaign: str,
+    harness: list[str],
+    overridden: list[str],
+    simulation: dict[str, Any] | None = None,
 ) -> str:
     rows = "\n".join(
         f"| `{k}` | `{_value(a)}` | `{_value(b)}` |" for k, (a, b) in proposal["changes"].items()
     )
-    note = harness_note(harness, overridden)
+    note = "\n\n".join(
+        x for x in (simulated_note(simulation), harness_note(harness, overridden)) if x
+    )
     return (note + "\n\n" if note else "") + CANDIDATE_BODY.format(
         bottleneck=proposal["bottleneck"],
         mechanism=proposal["mechanism"],
@@ -259,6 +278,9 @@ def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
         )
         rows.append("| " + " | ".join(cells) + " |")
     status = f"Stopped ({state.stopped['reason']})." if state.stopped else "Running."
+    simulated = simulated_note(state.params.simulation if state.params else None)
+    if simulated:
+        status = f"{simulated}\n\n{status}"
     noise = state.noise
     if state.speedup is not None:
         status += f" Incumbent `{state.incumbent}`: {state.speedup:.2f}x the baseline."

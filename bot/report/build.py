@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.campaign.context import anchor_line
 from bot.lessons.campaign import FINAL
-from bot.render.text import harness_note, llm_line
+from bot.render.text import harness_note, llm_line, simulated_note
 from bot.report.judgement import confirmation_of, judgement_section
 from bot.report.model import (
     NO_CHANGE,
@@ -46,6 +46,7 @@ def report_of(state: CampaignState) -> CampaignReport:
         baseline=params.baseline if params else None,
         recipe_path=params.recipe_path if params else None,
         budget_device_hours=params.budget_device_hours if params else None,
+        simulation=params.simulation if params else None,
         noise=state.noise,
         checks=state.checks_reference,
         order=list(state.trials),
@@ -187,7 +188,10 @@ def _outcome_line(r: CampaignReport) -> str:
 def render_markdown(report: CampaignReport) -> str:
     """The report as a deterministic Markdown document (no clock, no absolute paths)."""
     r = report
-    out = [f"# attune campaign report: {r.campaign or '-'}", "", _outcome_line(r), ""]
+    out = [f"# attune campaign report: {r.campaign or '-'}", ""]
+    if r.simulation:
+        out += [simulated_note(r.simulation), ""]
+    out += [_outcome_line(r), ""]
     out += ["## Noise model", ""]
     if r.noise is None:
         out.append("Not calibrated yet.")

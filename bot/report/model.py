@@ -105,6 +105,8 @@ class CampaignReport(BaseModel):
     """All finished trials, every status."""
     device_hours: float = 0.0
     budget_device_hours: float | None = None
+    simulation: dict[str, Any] | None = None
+    """``--backend sim``: the simulated cluster's parameters; the report says SIMULATED."""
     stopped: bool = False
     stop_reason: str | None = None
     evidence: list[str] = Field(default_factory=list)

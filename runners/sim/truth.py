@@ -5,11 +5,12 @@ can reach it): agents learn it only through runs, like on a real cluster. It is 
 NOT attune's own prediction:
 
 * step time = ``perfmodel.predict_step`` x a seeded, deterministic deviation per layout x
-  per-run noise. The deviation is log-normal, built from one term per lever value (the
-  lever's main effect, 70% of the variance) and one per pair of lever values (interactions,
-  30%), each drawn from a hash of (seed, lever, value): the same layout always deviates the
-  same way in a campaign, two seeds are two different clusters. ``spread`` is the deviation's
-  log standard deviation (0.15: a layout is typically 15% off the model).
+  per-run noise. The deviation is log-normal, built from one term per lever set away from
+  its reference value (the lever's main effect, 70% of the variance) and one per pair of
+  such levers (interactions, 30%), each drawn from a hash of (seed, lever, value): the same
+  layout always deviates the same way in a campaign, two seeds are two different clusters.
+  ``spread`` is the deviation's log standard deviation for a layout four levers away from
+  the reference (0.15: such a layout is typically 15% off the model), see ``log_deviation``.
 * per-run noise: log-normal with ``cv`` (default 2.5%, what repeated GPU runs show), each
   step with a third of it again; the first steps are slow (allocator, compilation, NCCL).
 * peak memory = the gate's memory model x ``memory_factor`` (the model is conservative) x a
@@ -58,6 +59,8 @@ LEVERS = (
 
 MAIN_SHARE = 0.7
 """Share of the deviation's variance in the levers' main effects; the rest is interactions."""
+LEVERS_VARIED = 4
+"""Levers away from the reference at which a layout's deviation has sd ``spread``."""
 
 STARTUP_S = 60.0
 """Simulated seconds from allocation to the first step (imports, NCCL init, model build)."""
@@ -114,18 +117,27 @@ def lever_values(w: Workload) -> list[tuple[str, str]]:
 
 
 def log_deviation(w: Workload, params: SimParams) -> float:
-    """The layout's log deviation from the step-time model (mean 0, sd ``params.spread``)."""
+    """The layout's log deviation from the step-time model.
+
+    A global term (the model's bias on this cluster, sd ``spread / 2``), one main effect per
+    lever set away from its reference value (``perfmodel.Workload``'s default: TP 1, no
+    recompute, no overlap...), sd ``spread x sqrt(MAIN_SHARE / LEVERS_VARIED)``, and one
+    interaction per pair of such levers, sd ``spread x sqrt((1 - MAIN_SHARE) / pairs)``: a
+    layout ``LEVERS_VARIED`` levers away from the reference deviates by about ``spread``
+    beyond the global bias, and two layouts one lever apart differ by that lever's effect and
+    its interactions only."""
     if params.spread == 0:
         return 0.0
-    values = lever_values(w)
-    n = len(values)
-    pairs = n * (n - 1) // 2
-    main = math.sqrt(MAIN_SHARE / n) * params.spread
-    inter = math.sqrt((1 - MAIN_SHARE) / pairs) * params.spread
-    total = sum(main * _normal(params.seed, "main", lever, value) for lever, value in values)
-    for i in range(n):
-        for j in range(i + 1, n):
-            total += inter * _normal(params.seed, "pair", *values[i], *values[j])
+    reference = {name: str(Workload.model_fields[name].default) for name in LEVERS}
+    moved = [(lever, value) for lever, value in lever_values(w) if value != reference[lever]]
+    k = LEVERS_VARIED
+    main = math.sqrt(MAIN_SHARE / k) * params.spread
+    inter = math.sqrt((1 - MAIN_SHARE) / (k * (k - 1) / 2)) * params.spread
+    total = params.spread / 2 * _normal(params.seed, "global")
+    total += sum(main * _normal(params.seed, "main", lever, value) for lever, value in moved)
+    for i in range(len(moved)):
+        for j in range(i + 1, len(moved)):
+            total += inter * _normal(params.seed, "pair", *moved[i], *moved[j])
     return total
 
 
