@@ -156,7 +156,7 @@ def run_one(
             campaign = build_campaign(
                 ledger, name, forge=forge, executor=executor, agent=make_agent(agent, seed)
             )
-            campaign.cores = tab.machine.cores
+            campaign.ctx.cores = tab.machine.cores
             state = campaign.run()
         events = ledger.events(name)
     estimated = executors[0].estimated if isinstance(executors[0], TableExecutor) else []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.agents.rules import RulesAgent
-from bot.campaign.context import CampaignCore
+from bot.campaign.context import CampaignContext
 from bot.campaign.executor import LocalExecutor
 from bot.cli import main
 from bot.forges.local import LocalForge
@@ -352,7 +352,7 @@ def test_the_campaign_comment_carries_the_ledger_head(tmp_path: Path) -> None:
         pr = forge.open_tuned(opened["recipe_path"], opened["recipe_text"], "tune", "body")
         ledger.append("c1", "campaign_opened", opened)
         ledger.append("c1", "forge_ready", payload("forge_ready", tuned_pr=pr.number))
-        core = CampaignCore(
+        core = CampaignContext(
             name="c1",
             ledger=ledger,
             forge=forge,

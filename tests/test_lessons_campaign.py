@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.campaign import candidates
 from bot.campaign.executor import LocalExecutor
 from bot.campaign.loop import Campaign
 from bot.campaign.setup import build_campaign
@@ -130,17 +131,17 @@ def test_the_proposal_names_the_lesson_in_its_pull_request_and_the_report(
     with built(workdir, bank) as campaign:
         params = campaign.state().params
         assert params is not None
-        tuned = campaign.forge.open_tuned(params.recipe_path, params.recipe_text, "Tune", "-")
+        tuned = campaign.ctx.forge.open_tuned(params.recipe_path, params.recipe_text, "Tune", "-")
         ready = {"tuned_pr": tuned.number, "tuned_branch": tuned.head, "base_sha": tuned.head_sha}
-        campaign.ledger.append(campaign.name, "forge_ready", ready)
+        campaign.ctx.ledger.append(campaign.ctx.name, "forge_ready", ready)
         state = campaign.state()
         view = campaign.view(state).model_copy(update={"profile": COMPUTE_BOUND})
-        proposal = campaign.agent.decide(view, campaign.probe_of(state), state.tried)
+        proposal = campaign.ctx.agent.decide(view, campaign.probe_of(state), state.tried)
         assert isinstance(proposal, Proposal)
-        campaign.propose(state, proposal)
-        campaign.advance("c1")  # opens the candidate pull request
-        body = campaign.forge.get(2).body
-        events = campaign.ledger.events(campaign.name)
+        candidates.propose(campaign.ctx, state, proposal)
+        candidates.advance(campaign.ctx, "c1")  # opens the candidate pull request
+        body = campaign.ctx.forge.get(2).body
+        events = campaign.ctx.ledger.events(campaign.ctx.name)
     [proposed] = [e.payload for e in events if e.kind == "candidate_proposed"]
     assert proposed["changes"] == {"attention": ["math", "sdpa"]}  # not threads: the lesson first
     assert proposed["lessons_used"] == ["small-sdpa"]

@@ -71,8 +71,8 @@ def noise_calibrated(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any
             warmup=1,
         )
         campaign = _campaign(root, ledger, load_registry("embedded", "1"), 3600.0)
-        baseline = campaign.recipe(recipe.read_text(), "baseline")
-        assert campaign._bench("baseline-1", "calibration", baseline)
+        baseline = campaign.ctx.recipe(recipe.read_text(), "baseline")
+        assert campaign.ctx.bench("baseline-1", "calibration", baseline)
         finished = campaign.state().trials["baseline-1"].finished
         assert finished is not None and finished["status"] == "ok", finished
         score = float(finished["score"])
@@ -97,7 +97,7 @@ def test_the_checks_are_calibrated_from_layout_variants_once(
     registry = load_registry("embedded", "1")
     work, ledger = _copy(noise_calibrated, tmp_path)
     with ledger:
-        calibrate_checks(_campaign(work, ledger, registry, 3600.0))
+        calibrate_checks(_campaign(work, ledger, registry, 3600.0).ctx)
         state = _campaign(work, ledger, registry, 3600.0).state()  # a restarted bot
         ref = state.checks_reference
         assert ref is not None
@@ -116,7 +116,7 @@ def test_the_checks_are_calibrated_from_layout_variants_once(
         assert not {t.finished["fingerprint"] for t in layout} & state.tried  # type: ignore[index]
 
         events = len(ledger.events("c"))
-        calibrate_checks(_campaign(work, ledger, registry, 3600.0))
+        calibrate_checks(_campaign(work, ledger, registry, 3600.0).ctx)
         assert len(ledger.events("c")) == events  # calibrated once: nothing runs again
 
         # the judgement uses the calibrated reference: a layout variant passes every check
@@ -133,7 +133,7 @@ def test_a_refused_variant_is_named_and_the_repeats_still_calibrate(
     registry = load_registry("embedded", "1")
     work, ledger = _copy(noise_calibrated, tmp_path)
     with ledger:
-        calibrate_checks(_campaign(work, ledger, registry, budget_s=1.0))  # nothing left
+        calibrate_checks(_campaign(work, ledger, registry, budget_s=1.0).ctx)  # nothing left
         state: CampaignState = _campaign(work, ledger, registry, 1.0).state()
         ref = state.checks_reference
         assert ref is not None and ref.runs == ["baseline-1"] and ref.variants == []

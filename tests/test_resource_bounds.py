@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.campaign.candidates import REFUSED_IN_A_ROW
+from bot.campaign.candidates import REFUSED_IN_A_ROW, propose
 from bot.campaign.executor import LocalExecutor
 from bot.campaign.setup import build_campaign
 from bot.cli import main
@@ -211,7 +211,7 @@ def test_a_refused_proposal_takes_no_candidate_id(tmp_path: Path) -> None:
             return _executor(ledger, workdir, registry)
 
         campaign = build_campaign(ledger, name, forge=forge, executor=executor)
-        assert campaign.propose(campaign.state(), _proposal(ranks)) is False
+        assert propose(campaign.ctx, campaign.state(), _proposal(ranks)) is False
         state = campaign.state()
         assert state.candidates == [] and len(state.refused_proposals) == 1
         refused = state.refused_proposals[0]
@@ -220,11 +220,11 @@ def test_a_refused_proposal_takes_no_candidate_id(tmp_path: Path) -> None:
         assert refused["fingerprint"] in state.tried  # the agent does not propose it again
         assert forge.pulls() == []
 
-        assert campaign.propose(campaign.state(), _proposal(2 if CORES >= 2 else 1)) is True
+        assert propose(campaign.ctx, campaign.state(), _proposal(2 if CORES >= 2 else 1)) is True
         assert [t.trial for t in campaign.state().candidates] == ["c1"]
 
         for _ in range(REFUSED_IN_A_ROW):
-            campaign.propose(campaign.state(), _proposal(ranks))
+            propose(campaign.ctx, campaign.state(), _proposal(ranks))
         state = campaign.state()
         assert [t.trial for t in state.candidates] == ["c1"]
         assert state.stopped is not None and state.stopped["reason"] == "exhausted"

@@ -346,7 +346,7 @@ def test_a_campaign_killed_mid_re_measurement_resumes_it(
         bot = campaign(workdir, MOVES, speeds(SPEEDS), **kill)  # type: ignore[arg-type]
         with pytest.raises(Killed):
             bot.run()
-        bot.ledger.close()
+        bot.ctx.ledger.close()
     state = campaign(workdir, MOVES, speeds(SPEEDS)).run()
     assert state.stopped is not None and state.stopped["reason"] == "exhausted"
     with Ledger(workdir / "ledger.db") as ledger:

@@ -112,7 +112,7 @@ def test_a_campaign_on_a_pull_request_runs_its_trials_on_slurm(
         # permission lost: the next launch is refused before anything is submitted
         allowed.clear()
         with pytest.raises(PermissionLost):
-            campaign._bench("profile-x", "profile", campaign.recipe(recipe.read_text(), "x"))
+            campaign.ctx.bench("profile-x", "profile", campaign.ctx.recipe(recipe.read_text(), "x"))
         assert ledger.events("c")[-1].kind != "trial_launched"
 
 

@@ -1,13 +1,14 @@
-"""A candidate's life, one step per call: pull request, gate check, benchmark, judgement,
-merge or close with its cost comment. Each step is a ledger event first, so a resumed campaign
-does the next missing one."""
+"""A candidate's life, one step per call: ``propose`` makes it, ``advance`` does its next
+missing step (pull request, gate check, benchmark, judgement, merge or close with its cost
+comment). Each step is a ledger event first, so a resumed campaign does the next missing one."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bot import render
-from bot.campaign.extra_runs import ExtraRuns
+from bot.campaign.context import CampaignContext
+from bot.campaign.extra_runs import remeasure
 from bot.campaign.judgement import judge_finished
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import CheckResult, Proposal
@@ -17,190 +18,197 @@ from gate.ledger import LedgerEvent
 from gate.models import Recipe, TrialResult
 
 
-class CandidateSteps(ExtraRuns):
-    def propose(self, state: CampaignState, proposal: Proposal) -> bool:
-        """Allocate the next candidate id to ``proposal``, unless it is refused before it
-        becomes a candidate (``proposal_refused``: no id, no pull request, nothing charged);
-        True when it became a candidate."""
-        text = apply_changes(
-            state.incumbent_recipe_text, {k: new for k, (_, new) in proposal.changes.items()}
+def propose(ctx: CampaignContext, state: CampaignState, proposal: Proposal) -> bool:
+    """Allocate the next candidate id to ``proposal``, unless it is refused before it
+    becomes a candidate (``proposal_refused``: no id, no pull request, nothing charged);
+    True when it became a candidate."""
+    text = apply_changes(
+        state.incumbent_recipe_text, {k: new for k, (_, new) in proposal.changes.items()}
+    )
+    if _refuse_proposal(ctx, state, proposal, text):
+        return False
+    n = len(state.candidates) + 1
+    trial = f"c{n}"
+    ctx.ledger.append(
+        ctx.name,
+        "candidate_proposed",
+        {
+            "trial": trial,
+            "n": n,
+            "title": proposal.title,
+            **proposal.model_dump(mode="json"),
+            "recipe_text": text,
+        },
+    )
+    return True
+
+
+def _refuse_proposal(
+    ctx: CampaignContext, state: CampaignState, proposal: Proposal, text: str
+) -> bool:
+    """A move whose run this machine cannot hold (threads x ranks beyond its cores, batch x
+    sequence beyond its memory) is refused here; ``REFUSED_IN_A_ROW`` such refusals in a
+    row stop the campaign as exhausted. A move the framework refuses is the gate's to
+    judge (an ``invalid`` candidate), so it is let through."""
+    machine_refusal = getattr(ctx.executor, "machine_refusal", None)
+    if machine_refusal is None:
+        return False
+    try:
+        effective = ctx.executor.resolve(ctx.recipe(text, "proposal"))
+    except AttuneError:
+        return False
+    message = machine_refusal(effective)
+    if message is None:
+        return False
+    ctx.ledger.append(
+        ctx.name,
+        "proposal_refused",
+        {
+            "title": proposal.title,
+            "changes": proposal.model_dump(mode="json")["changes"],
+            "fingerprint": effective.fingerprint(),
+            "reason": "resources",
+            "message": message,
+        },
+    )
+    ctx.progress.update(ctx.state(), "propose", f"refused: {proposal.title}: {message}")
+    streak = _refused_in_a_row(ctx.ledger.events(ctx.name))
+    if streak >= REFUSED_IN_A_ROW:
+        ctx.stop("exhausted", [f"the last {streak} proposals were refused: {message}"])
+    return True
+
+
+def advance(ctx: CampaignContext, trial: str) -> None:
+    """Do the next missing step for one candidate."""
+    state = ctx.state()
+    params = ctx.params(state)
+    record = state.trials[trial]
+    proposal = record.proposal
+    assert proposal is not None and state.tuned_branch is not None
+    assert state.pinned_sha is not None
+    recipe = ctx.recipe(proposal["recipe_text"], trial)
+    if record.pr is None:
+        pr = ctx.forge.open_candidate(
+            branch=f"attune/{ctx.name}/{proposal['n']}",
+            base=state.tuned_branch,
+            base_sha=state.pinned_sha,
+            recipe_path=params.recipe_path,
+            recipe_text=proposal["recipe_text"],
+            title=proposal["title"],
+            body=render.candidate_body(
+                proposal,
+                campaign=ctx.name,
+                harness=state.harness[0],
+                overridden=state.harness[1],
+            ),
+            labels=["attune", "attune:candidate"],
         )
-        if self._refuse_proposal(state, proposal, text):
-            return False
-        n = len(state.candidates) + 1
-        trial = f"c{n}"
-        self.ledger.append(
-            self.name,
-            "candidate_proposed",
-            {
-                "trial": trial,
-                "n": n,
-                "title": proposal.title,
-                **proposal.model_dump(mode="json"),
-                "recipe_text": text,
-            },
+        ctx.ledger.append(
+            ctx.name,
+            "pr_opened",
+            {"trial": trial, "pr": pr.number, "branch": pr.head, "head_sha": pr.head_sha},
         )
-        return True
-
-    def _refuse_proposal(self, state: CampaignState, proposal: Proposal, text: str) -> bool:
-        """A move whose run this machine cannot hold (threads x ranks beyond its cores, batch x
-        sequence beyond its memory) is refused here; ``REFUSED_IN_A_ROW`` such refusals in a
-        row stop the campaign as exhausted. A move the framework refuses is the gate's to
-        judge (an ``invalid`` candidate), so it is let through."""
-        machine_refusal = getattr(self.executor, "machine_refusal", None)
-        if machine_refusal is None:
-            return False
-        try:
-            effective = self.executor.resolve(self.recipe(text, "proposal"))
-        except AttuneError:
-            return False
-        message = machine_refusal(effective)
-        if message is None:
-            return False
-        self.ledger.append(
-            self.name,
-            "proposal_refused",
-            {
-                "title": proposal.title,
-                "changes": proposal.model_dump(mode="json")["changes"],
-                "fingerprint": effective.fingerprint(),
-                "reason": "resources",
-                "message": message,
-            },
+        return
+    if record.gate_verdict is None:
+        _, report = ctx.executor.gate(trial, recipe, baseline=ctx.baseline_effective(state))
+        ctx.forge.set_check(
+            record.pr,
+            CheckResult(
+                name="attune/gate",
+                conclusion="failure" if report.verdict == "reject" else "success",
+                summary=render.gate_summary(report),
+            ),
         )
-        self.progress.update(self.state(), "propose", f"refused: {proposal.title}: {message}")
-        streak = _refused_in_a_row(self.ledger.events(self.name))
-        if streak >= REFUSED_IN_A_ROW:
-            self.stop("exhausted", [f"the last {streak} proposals were refused: {message}"])
-        return True
+        return
+    if record.judged is None:
+        _judge(ctx, state, record, recipe)
+        return
+    _settle(ctx, state, record)
 
-    def advance(self, trial: str) -> None:
-        """Do the next missing step for one candidate."""
-        state = self.state()
-        params = self._params(state)
-        record = state.trials[trial]
-        proposal = record.proposal
-        assert proposal is not None and state.tuned_branch is not None
-        assert state.pinned_sha is not None
-        recipe = self.recipe(proposal["recipe_text"], trial)
-        if record.pr is None:
-            pr = self.forge.open_candidate(
-                branch=f"attune/{self.name}/{proposal['n']}",
-                base=state.tuned_branch,
-                base_sha=state.pinned_sha,
-                recipe_path=params.recipe_path,
-                recipe_text=proposal["recipe_text"],
-                title=proposal["title"],
-                body=render.candidate_body(
-                    proposal,
-                    campaign=self.name,
-                    harness=state.harness[0],
-                    overridden=state.harness[1],
-                ),
-                labels=["attune", "attune:candidate"],
-            )
-            self.ledger.append(
-                self.name,
-                "pr_opened",
-                {"trial": trial, "pr": pr.number, "branch": pr.head, "head_sha": pr.head_sha},
-            )
-            return
-        if record.gate_verdict is None:
-            _, report = self.executor.gate(trial, recipe, baseline=self.baseline_effective(state))
-            self.forge.set_check(
-                record.pr,
-                CheckResult(
-                    name="attune/gate",
-                    conclusion="failure" if report.verdict == "reject" else "success",
-                    summary=render.gate_summary(report),
-                ),
-            )
-            return
-        if record.judged is None:
-            self.judge(state, record, recipe)
-            return
-        self.settle(state, record)
 
-    def judge(self, state: CampaignState, record: TrialRecord, recipe: Recipe) -> None:
-        trial = record.trial
-        verdict: dict[str, Any] = {"trial": trial, "score": None, "gain": None}
-        verdict["incumbent_score"] = state.incumbent_score
-        verdict["threshold"] = state.noise.threshold if state.noise else None
-        if record.gate_verdict == "reject":
-            verdict.update(decision="close", reason=_rejection(record.gate_findings or []))
-        elif record.refused is not None:
-            verdict.update(decision="close", reason=record.refused["message"])
-        elif record.finished is None and self._same_as_incumbent(state, recipe):
-            verdict.update(
-                decision="close",
-                reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
-            )
-        elif record.finished is not None and record.finished.get("interrupted"):
-            verdict.update(
-                decision="close",
-                reason=f"not measured: its run was interrupted ({_first_line(record.finished)})",
-            )
-        elif record.finished is None:
-            effective = self.executor.resolve(recipe)
-            if self.executor.admit(trial, effective) is None:
-                launch = self.executor.launch(trial, "candidate", recipe, effective)
-                self.executor.finish(trial, launch)
-            return
-        else:
-            first = judge_finished(state, self._result(record))
-            if first["decision"] == "remeasure":  # A/B pairs decide, or confirm a clear gain
-                paired = self.remeasure(state, record, first.pop("confirm_bar", None))
-                if paired is None:
-                    return
-                first.update(paired)
-            verdict.update(first)
-        self.ledger.append(self.name, "trial_judged", verdict)
-        self.progress.update(
-            self.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"
+def _judge(ctx: CampaignContext, state: CampaignState, record: TrialRecord, recipe: Recipe) -> None:
+    trial = record.trial
+    verdict: dict[str, Any] = {"trial": trial, "score": None, "gain": None}
+    verdict["incumbent_score"] = state.incumbent_score
+    verdict["threshold"] = state.noise.threshold if state.noise else None
+    if record.gate_verdict == "reject":
+        verdict.update(decision="close", reason=_rejection(record.gate_findings or []))
+    elif record.refused is not None:
+        verdict.update(decision="close", reason=record.refused["message"])
+    elif record.finished is None and _same_as_incumbent(ctx, state, recipe):
+        verdict.update(
+            decision="close",
+            reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
         )
-
-    def _same_as_incumbent(self, state: CampaignState, recipe: Recipe) -> bool:
-        """A candidate whose effective config equals the incumbent's has nothing to measure."""
-        incumbent = self.recipe(state.incumbent_recipe_text, "incumbent")
-        fingerprint = self.executor.resolve(recipe).fingerprint()
-        return fingerprint == self.executor.resolve(incumbent).fingerprint()
-
-    def _result(self, record: TrialRecord) -> TrialResult:
-        path = self.executor.workdir / "trials" / record.trial / "result.json"
-        return TrialResult.model_validate_json(path.read_text())
-
-    def settle(self, state: CampaignState, record: TrialRecord) -> None:
-        """Carry out the judged decision on the forge and its cost comment, then ledger it.
-
-        The cost comment goes before ``pr_merged``/``pr_closed``: once either is in the ledger
-        the candidate is done, and a bot killed in between would never write it on restart.
-        """
-        assert record.judged is not None and record.pr is not None
-        params = self._params(state)
-        finished = record.finished
-        cost = render.cost_comment(
-            trial_s=float(finished["device_seconds"]) if finished else 0.0,
-            status=finished["status"] if finished else "not launched",
-            spent_s=state.spent_device_seconds,
-            budget_h=params.budget_device_hours,
+    elif record.finished is not None and record.finished.get("interrupted"):
+        verdict.update(
+            decision="close",
+            reason=f"not measured: its run was interrupted ({_first_line(record.finished)})",
         )
-        if record.judged["decision"] == "merge":
-            assert state.pinned_sha is not None and record.head_sha is not None
-            sha = self.forge.merge(
-                record.pr, expected_base_sha=state.pinned_sha, expected_head_sha=record.head_sha
-            )
-            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
-            self.ledger.append(
-                self.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
-            )
-        else:
-            self.forge.comment(
-                record.pr, f"Closing: {record.judged['reason']}.", marker=render.CLOSING_MARKER
-            )
-            self.forge.close(record.pr)
-            self.forge.comment(record.pr, cost, marker=render.COST_MARKER)
-            self.ledger.append(self.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
-        self.update_campaign_comment()
+    elif record.finished is None:
+        effective = ctx.executor.resolve(recipe)
+        if ctx.executor.admit(trial, effective) is None:
+            launch = ctx.executor.launch(trial, "candidate", recipe, effective)
+            ctx.executor.finish(trial, launch)
+        return
+    else:
+        first = judge_finished(state, _result(ctx, record))
+        if first["decision"] == "remeasure":  # A/B pairs decide, or confirm a clear gain
+            paired = remeasure(ctx, state, record, first.pop("confirm_bar", None))
+            if paired is None:
+                return
+            first.update(paired)
+        verdict.update(first)
+    ctx.ledger.append(ctx.name, "trial_judged", verdict)
+    ctx.progress.update(
+        ctx.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"
+    )
+
+
+def _same_as_incumbent(ctx: CampaignContext, state: CampaignState, recipe: Recipe) -> bool:
+    """A candidate whose effective config equals the incumbent's has nothing to measure."""
+    incumbent = ctx.recipe(state.incumbent_recipe_text, "incumbent")
+    fingerprint = ctx.executor.resolve(recipe).fingerprint()
+    return fingerprint == ctx.executor.resolve(incumbent).fingerprint()
+
+
+def _result(ctx: CampaignContext, record: TrialRecord) -> TrialResult:
+    path = ctx.executor.workdir / "trials" / record.trial / "result.json"
+    return TrialResult.model_validate_json(path.read_text())
+
+
+def _settle(ctx: CampaignContext, state: CampaignState, record: TrialRecord) -> None:
+    """Carry out the judged decision on the forge and its cost comment, then ledger it.
+
+    The cost comment goes before ``pr_merged``/``pr_closed``: once either is in the ledger
+    the candidate is done, and a bot killed in between would never write it on restart.
+    """
+    assert record.judged is not None and record.pr is not None
+    params = ctx.params(state)
+    finished = record.finished
+    cost = render.cost_comment(
+        trial_s=float(finished["device_seconds"]) if finished else 0.0,
+        status=finished["status"] if finished else "not launched",
+        spent_s=state.spent_device_seconds,
+        budget_h=params.budget_device_hours,
+    )
+    if record.judged["decision"] == "merge":
+        assert state.pinned_sha is not None and record.head_sha is not None
+        sha = ctx.forge.merge(
+            record.pr, expected_base_sha=state.pinned_sha, expected_head_sha=record.head_sha
+        )
+        ctx.forge.comment(record.pr, cost, marker=render.COST_MARKER)
+        ctx.ledger.append(
+            ctx.name, "pr_merged", {"trial": record.trial, "pr": record.pr, "sha": sha}
+        )
+    else:
+        ctx.forge.comment(
+            record.pr, f"Closing: {record.judged['reason']}.", marker=render.CLOSING_MARKER
+        )
+        ctx.forge.close(record.pr)
+        ctx.forge.comment(record.pr, cost, marker=render.COST_MARKER)
+        ctx.ledger.append(ctx.name, "pr_closed", {"trial": record.trial, "pr": record.pr})
+    ctx.update_campaign_comment()
 
 
 REFUSED_IN_A_ROW = 5

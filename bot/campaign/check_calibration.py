@@ -10,7 +10,7 @@ the reference's notes; without any, the band comes from the baseline's repeats a
 
 from __future__ import annotations
 
-from bot.campaign.context import CampaignCore
+from bot.campaign.context import CampaignContext
 from bot.campaign.layout_variants import layout_variants
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import Role
@@ -26,56 +26,56 @@ RESERVE_RUNS = 3
 variant is skipped (the reference then has the wide floors): candidates come first."""
 
 
-def calibrate_checks(campaign: CampaignCore) -> None:
+def calibrate_checks(ctx: CampaignContext) -> None:
     """Run the missing layout variants, then write ``checks_calibrated``; nothing once it is
     written, before the noise is calibrated, or once the campaign stopped."""
-    state = campaign.state()
+    state = ctx.state()
     if state.checks_reference is not None or state.noise is None or state.stopped is not None:
         return
-    params = campaign._params(state)
-    baseline = campaign.baseline_effective(state)
-    variants = layout_variants(baseline, cores=campaign.cores)
+    params = ctx.params(state)
+    baseline = ctx.baseline_effective(state)
+    variants = layout_variants(baseline, cores=ctx.cores)
     notes = [] if variants else [f"no layout variants for {baseline.framework}: baseline repeats"]
     measured: list[tuple[str, list[StepRecord]]] = []
     described: list[str] = []
     for i, variant in enumerate(variants, 1):
         trial = f"layout-{i}"
-        recipe = campaign.recipe(apply_changes(params.recipe_text, variant.changes), trial)
+        recipe = ctx.recipe(apply_changes(params.recipe_text, variant.changes), trial)
         record = state.trials.get(trial)
         if record is not None and record.refused is not None:
             notes.append(f"{trial} ({variant.description}) not run: {record.refused['message']}")
             continue
         if record is None or _needs_run(record.finished):
             try:
-                effective = campaign.executor.resolve(recipe)
+                effective = ctx.executor.resolve(recipe)
             except AttuneError as exc:
                 notes.append(f"{trial} ({variant.description}) not run: {exc}")
                 continue
-            report = prelaunch.judge(baseline, effective, campaign.registry)
+            report = prelaunch.judge(baseline, effective, ctx.registry)
             if report.verdict != "allow":
                 notes.append(
                     f"{trial} ({variant.description}) not run: the gate says {report.verdict}"
                 )
                 continue
             left = params.budget_device_hours * 3600 - state.spent_device_seconds
-            cost = campaign.executor.forecast(effective.devices)
-            reserve = RESERVE_RUNS * campaign.executor.forecast(baseline.devices)
+            cost = ctx.executor.forecast(effective.devices)
+            reserve = RESERVE_RUNS * ctx.executor.forecast(baseline.devices)
             if not affordable(left, cost, reserve):
                 notes.append(
                     f"{trial} ({variant.description}) not run: the {left:.0f} device-s left "
                     f"are kept for candidates (it needs {cost:.0f} + {reserve:.0f} in reserve)"
                 )
                 continue
-            if campaign._stop_if_requested():
+            if ctx.stop_if_requested():
                 return
-            campaign.progress.update(state, "calibrate", f"{trial}: {variant.description}")
-            refused = not campaign._bench(trial, ROLE, recipe)
-            state = campaign.state()
+            ctx.progress.update(state, "calibrate", f"{trial}: {variant.description}")
+            refused = not ctx.bench(trial, ROLE, recipe)
+            state = ctx.state()
             if refused:
                 why = (state.trials[trial].refused or {}).get("message", "refused")
                 notes.append(f"{trial} ({variant.description}) not run: {why}")
                 continue
-        steps = _steps(campaign, state, trial)
+        steps = _steps(ctx, state, trial)
         if steps is None:
             notes.append(f"{trial} ({variant.description}) left out: it did not finish ok")
             continue
@@ -83,14 +83,14 @@ def calibrate_checks(campaign: CampaignCore) -> None:
         described.append(variant.description)
     repeats = []
     for t in state.role_trials("calibration"):
-        steps = _steps(campaign, state, t.trial)
+        steps = _steps(ctx, state, t.trial)
         if steps is not None:
             repeats.append((t.trial, steps))
     try:
         reference = calibrate(repeats, measured, variants=described, notes=notes)
     except ValueError:  # no calibration run logged a loss: judge_finished has only the 5% rule
         return
-    campaign.ledger.append(campaign.name, "checks_calibrated", reference.model_dump())
+    ctx.ledger.append(ctx.name, "checks_calibrated", reference.model_dump())
 
 
 def affordable(left_s: float, cost_s: float, reserve_s: float) -> bool:
@@ -103,14 +103,14 @@ def _needs_run(finished: dict[str, object] | None) -> bool:
     return finished is None or bool(finished.get("interrupted"))
 
 
-def _steps(campaign: CampaignCore, state: CampaignState, trial: str) -> list[StepRecord] | None:
+def _steps(ctx: CampaignContext, state: CampaignState, trial: str) -> list[StepRecord] | None:
     """The step records of a trial that finished ok (from its ``result.json``)."""
     record = state.trials.get(trial)
     if record is None or not record.finished or record.finished["status"] != "ok":
         return None
     if record.finished.get("interrupted"):
         return None
-    path = campaign.executor.workdir / "trials" / trial / "result.json"
+    path = ctx.executor.workdir / "trials" / trial / "result.json"
     if not path.exists():
         return None
     return TrialResult.model_validate_json(path.read_text()).steps

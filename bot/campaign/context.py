@@ -1,16 +1,18 @@
-"""What every part of a campaign shares: its collaborators, its state (folded from the ledger
-at every read, never kept), its recipes, one benchmark run, and how it stops."""
+"""What every step of a campaign is written with: its collaborators, its state (folded from the
+ledger at every read, never kept), its recipes, one benchmark run, and how it stops. The loop
+(``bot/campaign/loop.py``) holds one ``CampaignContext`` and passes it to the step functions of
+``candidates.py``, ``extra_runs.py`` and ``check_calibration.py``."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot import render
 from bot.interfaces import Agent, Executor, Forge, Role
 from bot.lessons.view import LessonView
-from bot.state.fold import CampaignState, fold
+from bot.state.fold import CampaignParams, CampaignState, fold
 from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger, LedgerEvent
@@ -41,7 +43,7 @@ class QuietProgress:
         return None
 
 
-class CampaignCore:
+class CampaignContext:
     """The collaborators and the primitives the campaign's steps are written with."""
 
     def __init__(
@@ -76,20 +78,20 @@ class CampaignCore:
     def state(self) -> CampaignState:
         return fold(self.name, self.ledger.events(self.name))
 
-    def _params(self, state: CampaignState) -> Any:
+    def params(self, state: CampaignState) -> CampaignParams:
         if state.params is None:
             raise AttuneError(f"campaign {self.name!r} has no campaign_opened event")
         return state.params
 
     def recipe(self, text: str, trial: str) -> Recipe:
-        params = self._params(self.state())
+        params = self.params(self.state())
         recipe = parse_recipe(text, path=f"{params.recipe_path}@{trial}")
         return recipe.model_copy(update={"name": f"{params.baseline}@{trial}"})
 
     def baseline_effective(self, state: CampaignState) -> EffectiveConfig:
-        return self.executor.resolve(self.recipe(self._params(state).recipe_text, "baseline"))
+        return self.executor.resolve(self.recipe(self.params(state).recipe_text, "baseline"))
 
-    def _bench(self, trial: str, role: Role, recipe: Recipe, *, profile: bool = False) -> bool:
+    def bench(self, trial: str, role: Role, recipe: Recipe, *, profile: bool = False) -> bool:
         """Admit, launch and finish one non-candidate run; False when refused."""
         effective = self.executor.resolve(recipe)
         if self.executor.admit(trial, effective) is not None:
@@ -98,7 +100,7 @@ class CampaignCore:
         self.executor.finish(trial, launch)
         return True
 
-    def _stop_if_requested(self) -> bool:
+    def stop_if_requested(self) -> bool:
         if not self.stop_requested():
             return False
         self.stop("requested", ["stopped on request; /attune resume continues it"])
@@ -112,7 +114,7 @@ class CampaignCore:
         """The ONE campaign comment on the tuned pull request, edited in place."""
         events = self.ledger.events(self.name)
         state = fold(self.name, events)
-        params = self._params(state)
+        params = self.params(state)
         if state.tuned_pr is None:
             return
         body = render.campaign_comment(state, budget_h=params.budget_device_hours)

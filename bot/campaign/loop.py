@@ -2,85 +2,126 @@
 merge or close -> cost comments, until the agent stops; every transition is a ledger event
 first. Written against Forge, Executor and Agent, so GitHub mode plugs in unchanged.
 
-The campaign keeps no state of its own: each step folds the ledger (``campaign_state.fold``)
-and does the next missing thing, so a bot killed anywhere resumes by running again.
+The campaign keeps no state of its own: each step folds the ledger (``bot.state.fold``) and
+does the next missing thing, so a bot killed anywhere resumes by running again. ``run`` reads top
+to bottom: open the tuned pull request, settle launches an earlier bot left, calibrate the noise
+and the checks, then per turn advance the pending candidate (``candidates.advance``), run the
+judgement's extra runs (``extra_runs``), or ask the agent for the next move. Every step is a
+function of one ``CampaignContext`` (``context.py``): the collaborators and the primitives.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
-from bot.campaign.candidates import CandidateSteps
+from bot.campaign.candidates import advance, propose
 from bot.campaign.check_calibration import calibrate_checks
+from bot.campaign.context import CampaignContext, Progress
+from bot.campaign.extra_runs import confirm, end, recalibrate
 from bot.campaign.recipe_edit import apply_changes
-from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Stop
+from bot.interfaces import Agent, AgentView, Executor, Forge, Probe, ProbeOf, ProfileRequest, Stop
 from bot.lessons.campaign import propose_lessons
+from bot.lessons.view import LessonView
 from bot.state.fold import CampaignState, agent_view
 from gate import noise
 from gate.errors import AttuneError
+from gate.ledger import Ledger
 from gate.models import EffectiveConfig
+from gate.registry import Registry
 from runners.bench import Launch
 
 PROFILE_TRIES = 2
 """Profile runs of one incumbent that may come back without a profile before giving up."""
 
 
-class Campaign(CandidateSteps):
-    """Calibrate, then ask the agent for moves until it (or the budget) stops. The steps of
-    each candidate are ``CandidateSteps``'; the shared primitives ``CampaignCore``'s."""
+class Campaign:
+    """Calibrate, then ask the agent for moves until it (or the budget) stops."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        ledger: Ledger,
+        forge: Forge,
+        executor: Executor,
+        agent: Agent,
+        registry: Registry,
+        progress: Progress | None = None,
+        cores: int | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+        lessons: list[LessonView] | None = None,
+    ) -> None:
+        self.ctx = CampaignContext(
+            name=name,
+            ledger=ledger,
+            forge=forge,
+            executor=executor,
+            agent=agent,
+            registry=registry,
+            progress=progress,
+            cores=cores,
+            stop_requested=stop_requested,
+            lessons=lessons,
+        )
+
+    def state(self) -> CampaignState:
+        return self.ctx.state()
 
     def run(self) -> CampaignState:
         """Run (or resume) until the campaign has stopped; returns the final state."""
-        state = self.state()
-        params = self._params(state)
+        ctx = self.ctx
+        state = ctx.state()
+        params = ctx.params(state)
         if state.tuned_pr is None:
-            pr = self.forge.open_tuned(
+            pr = ctx.forge.open_tuned(
                 params.recipe_path,
                 params.recipe_text,
                 f"Tune {params.baseline}",
-                f"Recipe `{params.recipe_path}` as written; attune campaign `{self.name}`.",
+                f"Recipe `{params.recipe_path}` as written; attune campaign `{ctx.name}`.",
             )
-            self.ledger.append(
-                self.name,
+            ctx.ledger.append(
+                ctx.name,
                 "forge_ready",
                 {"tuned_pr": pr.number, "tuned_branch": pr.head, "base_sha": pr.head_sha},
             )
         self.reconcile()
         self.calibrate()
-        calibrate_checks(self)
+        calibrate_checks(ctx)
         while True:
-            state = self.state()
+            state = ctx.state()
             if state.stopped is not None:
                 break
-            if self._stop_if_requested():
+            if ctx.stop_if_requested():
                 continue
             pending = [t for t in state.candidates if not t.done]
             if pending:
-                self.advance(pending[0].trial)
+                advance(ctx, pending[0].trial)
                 continue
-            if self.recalibrate(state) or self.confirm(state):
+            if recalibrate(ctx, state) or confirm(ctx, state):
                 continue
             self.step(state)
-        self.update_campaign_comment()  # a bot killed right after stopping left it stale
-        propose_lessons(self)  # once per campaign: the ledger records it
-        return self.state()
+        ctx.update_campaign_comment()  # a bot killed right after stopping left it stale
+        propose_lessons(ctx)  # once per campaign: the ledger records it
+        return ctx.state()
 
     def reconcile(self) -> None:
         """Settle launches an earlier bot started and never saw finish."""
-        for record in self.state().trials.values():
+        ctx = self.ctx
+        for record in ctx.state().trials.values():
             if not record.pending_launch:
                 continue
-            trial_dir = self.executor.workdir / "trials" / record.trial
+            trial_dir = ctx.executor.workdir / "trials" / record.trial
             launch_payload = record.launch
             if launch_payload is None and (trial_dir / "launch.json").exists():
                 # killed between the launch and its ledger record: record it now
                 launch_payload = json.loads((trial_dir / "launch.json").read_text())
-                self.ledger.append(
-                    self.name, "trial_launched", {"trial": record.trial, **launch_payload}
+                ctx.ledger.append(
+                    ctx.name, "trial_launched", {"trial": record.trial, **launch_payload}
                 )
             if launch_payload is None:
-                self.ledger.append(
-                    self.name,
+                ctx.ledger.append(
+                    ctx.name,
                     "trial_abandoned",
                     {"trial": record.trial, "reason": "the bot stopped before launching it"},
                 )
@@ -88,15 +129,16 @@ class Campaign(CandidateSteps):
             launch = Launch.model_validate(
                 {k: v for k, v in launch_payload.items() if k != "trial"}
             )
-            self.progress.update(self.state(), "reconcile", f"waiting for {record.trial}")
-            self.executor.finish(record.trial, launch, reconciled=True)
+            ctx.progress.update(ctx.state(), "reconcile", f"waiting for {record.trial}")
+            ctx.executor.finish(record.trial, launch, reconciled=True)
 
     def calibrate(self) -> None:
-        state = self.state()
-        params = self._params(state)
-        baseline = self.recipe(params.recipe_text, "baseline")
+        ctx = self.ctx
+        state = ctx.state()
+        params = ctx.params(state)
+        baseline = ctx.recipe(params.recipe_text, "baseline")
         while state.noise is None and state.stopped is None:
-            if self._stop_if_requested():
+            if ctx.stop_if_requested():
                 return
             done = [t for t in state.role_trials("calibration") if t.finished]
             # an interrupted run (stopped, its node lost) says nothing: another one replaces it
@@ -104,55 +146,56 @@ class Campaign(CandidateSteps):
             failed = [t for t in counted if t.finished and t.finished["status"] != "ok"]
             if failed:
                 error = failed[0].finished["error"] if failed[0].finished else ""
-                self.stop("baseline_failed", [f"{failed[0].trial}: {error}"])
+                ctx.stop("baseline_failed", [f"{failed[0].trial}: {error}"])
                 raise AttuneError(f"the baseline does not run: {error}", path=params.recipe_path)
             if len(counted) >= params.calibration_runs:
                 model = noise.calibrate(state.calibration_scores)
-                self.ledger.append(
-                    self.name,
+                ctx.ledger.append(
+                    ctx.name,
                     "noise_calibrated",
                     {**model.model_dump(), "scores": state.calibration_scores},
                 )
-                self.update_campaign_comment()
+                ctx.update_campaign_comment()
                 return
             trial = f"baseline-{len(done) + 1}"
-            self.progress.update(state, "calibrate", f"{trial} of {params.calibration_runs}")
-            if not self._bench(trial, "calibration", baseline):
-                refused = self.state().trials[trial].refused or {}
+            ctx.progress.update(state, "calibrate", f"{trial} of {params.calibration_runs}")
+            if not ctx.bench(trial, "calibration", baseline):
+                refused = ctx.state().trials[trial].refused or {}
                 why = str(refused.get("message") or "the budget cannot cover the calibration runs")
-                self.stop("budget", [why])
+                ctx.stop("budget", [why])
                 raise AttuneError(f"the calibration runs cannot launch: {why}")
-            state = self.state()
+            state = ctx.state()
 
     def step(self, state: CampaignState) -> None:
         """Ask the agent for the next move and start it."""
-        params = self._params(state)
+        ctx = self.ctx
+        params = ctx.params(state)
         if len(state.candidates) >= params.max_trials:
-            self.end("max_trials", [f"{params.max_trials} candidates tried"])
+            end(ctx, "max_trials", [f"{params.max_trials} candidates tried"])
             return
         view = self.view(state)
-        decision = self.agent.decide(view, self.probe_of(state), state.tried)
+        decision = ctx.agent.decide(view, self.probe_of(state), state.tried)
         if isinstance(decision, Stop):
-            self.end(decision.reason, decision.evidence)
+            end(ctx, decision.reason, decision.evidence)
         elif isinstance(decision, ProfileRequest):
             tries = [t for t, inc in state.profile_requests.items() if inc == state.incumbent]
             if len(tries) >= PROFILE_TRIES:
-                self.stop("exhausted", [f"{', '.join(tries)} of {state.incumbent} gave no profile"])
+                ctx.stop("exhausted", [f"{', '.join(tries)} of {state.incumbent} gave no profile"])
                 return
             trial = f"profile-{len(state.role_trials('profile')) + 1}"
-            self.ledger.append(
-                self.name,
+            ctx.ledger.append(
+                ctx.name,
                 "profile_requested",
                 {"trial": trial, "reason": decision.reason, "incumbent": state.incumbent},
             )
-            self.progress.update(self.state(), "profile", decision.reason)
-            recipe = self.recipe(state.incumbent_recipe_text, trial)
-            if not self._bench(trial, "profile", recipe, profile=True):
-                self.stop("budget", ["the budget cannot cover a profile run"])
+            ctx.progress.update(ctx.state(), "profile", decision.reason)
+            recipe = ctx.recipe(state.incumbent_recipe_text, trial)
+            if not ctx.bench(trial, "profile", recipe, profile=True):
+                ctx.stop("budget", ["the budget cannot cover a profile run"])
         else:
-            if self.propose(state, decision):
-                self.progress.update(
-                    self.state(),
+            if propose(ctx, state, decision):
+                ctx.progress.update(
+                    ctx.state(),
                     "propose",
                     f"{decision.title} ({decision.bottleneck}-bound, "
                     f"expected +{decision.expected_gain_pct:.0f}%)",
@@ -161,18 +204,19 @@ class Campaign(CandidateSteps):
     # --- what the agent sees ---
 
     def probe_of(self, state: CampaignState) -> ProbeOf:
+        ctx = self.ctx
         incumbent = state.incumbent_recipe_text
         baseline: list[EffectiveConfig] = []  # resolved once, on the first probe
 
         def probe(changes: dict[str, object]) -> Probe | None:
             try:
                 text = apply_changes(incumbent, changes)
-                effective = self.executor.resolve(self.recipe(text, "probe"))
+                effective = ctx.executor.resolve(ctx.recipe(text, "probe"))
             except AttuneError:
                 return None
-            memory = self.executor.memory_verdict(effective)
+            memory = ctx.executor.memory_verdict(effective)
             if not baseline:
-                baseline.append(self.baseline_effective(state))
+                baseline.append(ctx.baseline_effective(state))
             fits, why = memory if memory is not None else (True, None)
             return Probe(
                 fingerprint=effective.fingerprint(),
@@ -185,11 +229,12 @@ class Campaign(CandidateSteps):
         return probe
 
     def view(self, state: CampaignState) -> AgentView:
-        incumbent = self.executor.resolve(self.recipe(state.incumbent_recipe_text, "incumbent"))
+        ctx = self.ctx
+        incumbent = ctx.executor.resolve(ctx.recipe(state.incumbent_recipe_text, "incumbent"))
         return agent_view(
             state,
             incumbent,
-            self.registry,
-            forecast_s=self.executor.forecast(incumbent.devices),
-            cores=self.cores,
-        ).model_copy(update={"lessons": self.lessons})
+            ctx.registry,
+            forecast_s=ctx.executor.forecast(incumbent.devices),
+            cores=ctx.cores,
+        ).model_copy(update={"lessons": ctx.lessons})

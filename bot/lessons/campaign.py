@@ -23,7 +23,7 @@ from gate.models import EffectiveConfig, Recipe
 from gate.recipe import parse_recipe
 
 if TYPE_CHECKING:
-    from bot.campaign.context import CampaignCore
+    from bot.campaign.context import CampaignContext
 
 FINAL = ("budget", "exhausted", "max_trials")
 """Stops after which the campaign is over (the others can be resumed, or taught nothing)."""
@@ -88,23 +88,23 @@ def open_lessons_pr(
     return {"lessons": [x.id for x in lessons], "pr": pr.number, "branch": pr.head, "path": path}
 
 
-def propose_lessons(core: CampaignCore) -> None:
+def propose_lessons(ctx: CampaignContext) -> None:
     """The end-of-campaign step (a no-op before a final stop, and after it was done)."""
-    state = core.state()
+    state = ctx.state()
     params = state.params
     if params is None or state.stopped is None or state.stopped.get("reason") not in FINAL:
         return
     if state.lessons_proposed is not None:
         return
     recipe = parse_recipe(params.recipe_text, path=params.recipe_path)
-    facts = campaign_facts(core.baseline_effective(state), recipe.body)
-    lessons = propose(state, facts, str(core.ledger.path))
+    facts = campaign_facts(ctx.baseline_effective(state), recipe.body)
+    lessons = propose(state, facts, str(ctx.ledger.path))
     if not lessons or state.tuned_pr is None:
         return  # nothing to review: no pull request, no event (mining again finds nothing)
     try:
-        record = open_lessons_pr(core.forge, core.name, state.tuned_pr, lessons, facts)
+        record = open_lessons_pr(ctx.forge, ctx.name, state.tuned_pr, lessons, facts)
     except ForgeError as exc:  # the campaign is done; a resume tries again
-        core.progress.update(state, "lessons", f"no pull request for its lessons: {exc}")
+        ctx.progress.update(state, "lessons", f"no pull request for its lessons: {exc}")
         return
-    core.ledger.append(core.name, "lessons_proposed", record)
-    core.progress.update(core.state(), "lessons", f"#{record['pr']} proposes {len(lessons)}")
+    ctx.ledger.append(ctx.name, "lessons_proposed", record)
+    ctx.progress.update(ctx.state(), "lessons", f"#{record['pr']} proposes {len(lessons)}")
