@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agents.lesson_use import direction, lesson_about
+from bot.agents.lesson_use import lesson_about
+from bot.agents.levers.directions import direction
 from bot.interfaces import Proposal, Stop
 from bot.lessons.view import LessonView
 from gate.registry import Registry, load_registry

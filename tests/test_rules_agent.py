@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.agents.claude.catalogue import remaining_moves
+from bot.agents.levers.directions import blocked_directions
 from bot.agents.rules import RulesAgent
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import AgentView, HistoryItem, Probe, ProfileRequest, Proposal, Stop
@@ -236,3 +238,22 @@ def test_a_micro_batch_step_closed_within_the_noise_does_not_end_the_climb(
     # the whole per-rank share reached: nothing further to try
     every = [closed(f"c{i}", 1, 2**i, 0.0) for i in range(1, 4)]
     assert micro_batch_proposal(registry, every) is None
+
+
+def test_a_crashed_boolean_move_is_blocked_for_both_agents(registry: Registry) -> None:
+    """compile False -> True crashed (its judgement not yet in): neither the rules agent nor the
+    Claude agent's catalogue check offers it again; both read one ``direction``."""
+    crashed = HistoryItem(
+        trial="c1", changes={"compile": (False, True)}, status="failed", decision=None, gain=None
+    )
+    v = view(registry, history=[crashed])
+    assert blocked_directions(v.history) == {("compile", "=true"): "c1"}
+    text = recipe_text(PORTED)
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        return Probe(fingerprint=fingerprint(apply_changes(text, changes)))
+
+    left = remaining_moves(v, probe_of, {fingerprint(text)})
+    assert left and not any(move.startswith("compile=") for move in left), left
+    out = decide(v)
+    assert isinstance(out, Proposal) and "compile" not in out.changes

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.agents.levers.directions import direction
 from bot.lessons.view import LessonView
-
-
-def direction(old: object, new: object) -> str:
-    """How a move changes one key: ``up`` or ``down`` for numbers, ``=value`` otherwise
-    (``=false`` for a boolean switched off), the way lessons write their levers."""
-    if isinstance(old, bool) or isinstance(new, bool):
-        return f"={str(new).lower()}"
-    if isinstance(old, int | float) and isinstance(new, int | float):
-        return "up" if new > old else "down"
-    return f"={new}"
 
 
 def lesson_about(

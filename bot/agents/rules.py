@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agents.lesson_use import cite, direction, lesson_about
+from bot.agents.lesson_use import cite, lesson_about
+from bot.agents.levers.directions import blocked_directions, direction
 from bot.agents.levers.gpu_moves import megatron_moves, torchtitan_moves
 from bot.agents.levers.moves import Move, MoveCatalogue, embedded_moves
 from bot.interfaces import (
@@ -29,9 +30,6 @@ from bot.interfaces import (
     Proposal,
     Stop,
 )
-
-FAILED = ("failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died")
-
 
 MOVES: dict[str, MoveCatalogue] = {
     "embedded": embedded_moves,
@@ -48,16 +46,6 @@ def bottleneck(view: AgentView) -> str:
     fractions = {"compute": p.compute, "communication": p.communication, "cpu": p.cpu}
     fractions.update(memory_copy=p.memory_copy, idle=p.idle)
     return max(fractions, key=lambda k: fractions[k])
-
-
-def blocked_directions(history: list[HistoryItem]) -> dict[tuple[str, str], str]:
-    """(key, direction) -> trial that failed that way: the agent backs off these."""
-    blocked = {}
-    for item in history:
-        if item.status in FAILED:
-            for key, (old, new) in item.changes.items():
-                blocked[(key, direction(old, new))] = item.trial
-    return blocked
 
 
 class RulesAgent:

@@ -14,8 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, Field
 
-from bot.agents.lesson_use import direction
-from bot.agents.rules import FAILED
+from bot.agents.levers.directions import FAILED, direction
 from bot.lessons.bank import Evidence, Lesson
 from bot.state.fold import CampaignState, TrialRecord
 

@@ -16,8 +16,7 @@ from typing import Any
 
 import yaml
 
-from bot.agents.lesson_use import direction
-from bot.agents.rules import FAILED
+from bot.agents.levers.directions import FAILED, direction
 from bot.lessons.bank import CampaignFacts, Evidence, Lesson, ParamRange, Scope
 from bot.lessons.view import Effect
 from bot.state.fold import CampaignState, TrialRecord

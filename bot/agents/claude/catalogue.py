@@ -3,7 +3,8 @@ the checks: which keys may move together (coupled splits) and which moves are st
 
 from __future__ import annotations
 
-from bot.agents.rules import MOVES, blocked_directions
+from bot.agents.levers.directions import blocked_directions, direction
+from bot.agents.rules import MOVES
 from bot.interfaces import AgentView, ProbeOf
 
 
@@ -14,12 +15,6 @@ def coupled_splits(view: AgentView) -> list[frozenset[str]]:
         return []
     moves = make(dict(view.incumbent_values), view.cores)
     return [frozenset(m.changes) for m in moves if m.coupled]
-
-
-def _direction(old: object, new: object) -> str:
-    if isinstance(old, int | float) and isinstance(new, int | float):
-        return "up" if new > old else "down"
-    return f"={new}"
 
 
 def remaining_moves(view: AgentView, probe_of: ProbeOf, tried: set[str]) -> list[str]:
@@ -41,7 +36,7 @@ def remaining_moves(view: AgentView, probe_of: ProbeOf, tried: set[str]) -> list
         keys = list(move.changes)
         if any(k not in view.layout_sources for k in keys):
             continue
-        if any((k, _direction(values.get(k), v)) in blocked for k, v in move.changes.items()):
+        if any((k, direction(values.get(k), v)) in blocked for k, v in move.changes.items()):
             continue
         if any((k, repr(v)) in lost for k, v in move.changes.items()):
             continue

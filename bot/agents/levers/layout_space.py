@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from bot.agents.levers.directions import FAILED
 from bot.interfaces import AgentView, ProbeOf, Proposal, Stop
 
 LEVERS = (
@@ -36,7 +37,6 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "optimizer_impl": ("for_loop", "foreach", "fused"),
 }
 """Levers whose values do not depend on the machine or the batch."""
-FAILED = ("failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died")
 SEED_ENV = "ATTUNE_AGENT_SEED"
 
 Layout = dict[str, Any]
