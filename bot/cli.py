@@ -323,14 +323,15 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit codes: command's own (0/1), 2 bad input, 3 unexpected error, 130 interrupted."""
+    """Exit codes (``docs/cli.md``): the command's own (0/1), an ``AttuneError``'s ``exit_code``
+    (2 bad input, 4 a run that did not finish), 3 an unexpected error, 130 interrupted."""
     args = build_parser().parse_args(argv)
     try:
         return dispatch(args)
     except AttuneError as exc:
         # one plain line, never wrapped: scripts and CI logs grep it
         sys.stderr.write(f"attune: error: {exc}\n")
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("attune: interrupted\n")
         return 130

@@ -85,7 +85,7 @@ def test_crash_is_failed_with_the_traceback(
     monkeypatch.setenv("ATTUNE_FAULT", "crash_at_step=2")
     recipe = write_recipe(tmp_path, "crash", **small_config)
     rc, result, _ = bench_cli(recipe, "--steps", "4", "--warmup", "1")
-    assert rc == 2
+    assert rc == 4  # a run that did not finish is not bad input
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "crash.yaml: workload failed: RuntimeError: injected crash" in err[0]
     assert result is not None
@@ -106,7 +106,7 @@ def test_oom_is_classified_as_oom(
     monkeypatch.setenv("ATTUNE_FAULT", "oom_at_step=2")
     recipe = write_recipe(tmp_path, "oom", **small_config)
     rc, result, _ = bench_cli(recipe, "--steps", "3", "--warmup", "1")
-    assert rc == 2
+    assert rc == 4
     assert result is not None
     assert result.status == "oom", result.error
     assert result.error is not None and "allocate" in result.error
@@ -174,7 +174,7 @@ def test_hang_is_killed_at_the_timeout_with_every_rank(
     assert os.getpgrp() not in groups  # the launch is in a session of its own, not ours
 
     rc, result, _ = box["ret"]
-    assert rc == 2
+    assert rc == 4
     assert result is not None
     assert result.status == "timeout"
     assert result.devices == 2

@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.commands.stop import sigterm_interrupts
 from bot.console import console
 from bot.render import trial_line
-from gate.errors import AttuneError
+from gate.errors import AttuneError, RunFailed
 from gate.recipe import load_recipe
 from runners.backends import make_backend
 from runners.bench import check_run_length, check_timeout, run_bench
@@ -42,8 +42,9 @@ def bench(
     sha: str | None = None,
     backend: str = "local",
 ) -> int:
-    """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 2 when the
-    workload crashed, ran out of memory or hung (the result JSON is written in every case)."""
+    """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 4 (``RunFailed``)
+    when it did not finish: crashed, ran out of memory, hung, timed out or lost a rank. The
+    result JSON is written in every case; bad input (exit 2) is refused before the run."""
     check_run_length(steps, warmup)
     check_timeout(timeout_s)
     recipe = load_recipe(recipe_path)
@@ -71,9 +72,9 @@ def bench(
             f"cpu {p.cpu:.1%}, idle {p.idle:.1%}"
         )
     console.print(f"result: {out}")
-    if result.status in ("failed", "oom", "timeout"):
+    if result.status not in ("ok", "nan"):
         last = (result.error or "").strip().splitlines()[-1:] or ["no output"]
-        raise AttuneError(
+        raise RunFailed(
             f"workload {result.status}: {last[0].strip()} (log: {result.log_path})",
             path=str(recipe_path),
         )

@@ -148,22 +148,32 @@ def run_campaign(
             build_campaign(
                 ledger, campaign, forge=forge, executor=executor, stop_requested=running.stop.is_set
             ).run()
-    except AttuneError as exc:
-        reason: StopReason = (
-            "head_moved"
-            if isinstance(exc, HeadMoved)
-            else "permission"
-            if isinstance(exc, PermissionLost)
-            else "error"
-        )
-        with Ledger(settings.ledger_path) as ledger:
-            if fold(campaign, ledger.events(campaign)).stopped is None:
-                ledger.append(
-                    campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]}
-                )
-        # the pull request gets a short line; the bot's log, the whole error (stderr, URLs)
-        problem = for_the_pull_request(log, f"campaign {campaign} stopped ({reason})", exc)
-        reply = replies.campaign_stopped(campaign, problem, resumable=reason in RESUMABLE)
-        repo.comment(number, reply)
-    except Exception:
-        log.exception("campaign %s crashed", campaign)
+    except Exception as exc:
+        if not isinstance(exc, AttuneError):  # a bug: its traceback goes to the log
+            log.exception("campaign %s crashed", campaign)
+        try:
+            _stopped(settings, repo, number, campaign, exc)
+        except Exception:  # the ledger or GitHub failing too: the log is all that is left
+            log.exception("campaign %s: its stop could not be recorded or posted", campaign)
+
+
+def _stopped(
+    settings: Settings, repo: RepoClient, number: int, campaign: str, exc: Exception
+) -> None:
+    """A campaign thread that ended on an error: an ``error`` (or ``head_moved``,
+    ``permission``) stop in the ledger unless it already stopped, and a reply on the pull
+    request, so a crash is never silent."""
+    reason: StopReason = (
+        "head_moved"
+        if isinstance(exc, HeadMoved)
+        else "permission"
+        if isinstance(exc, PermissionLost)
+        else "error"
+    )
+    with Ledger(settings.ledger_path) as ledger:
+        if fold(campaign, ledger.events(campaign)).stopped is None:
+            ledger.append(campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]})
+    # the pull request gets a short line; the bot's log, the whole error (stderr, URLs)
+    problem = for_the_pull_request(log, f"campaign {campaign} stopped ({reason})", exc)
+    reply = replies.campaign_stopped(campaign, problem, resumable=reason in RESUMABLE)
+    repo.comment(number, reply)

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from bot.campaign.setup import AGENTS
+from gate.errors import AttuneError
 
 PREFIX = "/attune"
 MAX_STEPS = 10_000
@@ -59,7 +60,7 @@ class Command(BaseModel):
         return self.verb in WRITE_VERBS
 
 
-class CommandError(ValueError):
+class CommandError(AttuneError):
     """A comment addressed to attune that is not a valid command; the message is the reply."""
 
 

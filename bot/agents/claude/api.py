@@ -19,12 +19,14 @@ import anthropic
 from anthropic.types import Message
 
 from bot.agents.claude.settings import ClaudeSettings
+from gate.errors import AttuneError
 
 log = logging.getLogger("attune.agent")
 
 
-class AgentUnavailable(Exception):
-    """The API could not answer within the retries, or refused for good."""
+class AgentUnavailable(AttuneError):
+    """The API could not answer within the retries, or refused for good. The agent turns it
+    into a ``Stop`` (``agent_error``): a resumed campaign asks again."""
 
 
 def make_client(settings: ClaudeSettings) -> anthropic.Anthropic:
