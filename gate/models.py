@@ -17,10 +17,10 @@ Verdict = Literal["allow", "reject", "review"]
 """Pre-launch outcome: launch, refuse, or launch but flag for a human."""
 
 TrialStatus = Literal["ok", "failed", "oom", "timeout", "nan", "hang", "comm_timeout", "rank_died"]
-"""How a run ended. ``timeout``: past its wall-clock limit; ``hang``: no step line for too
-long; ``comm_timeout``: a collective timed out (NCCL watchdog); ``rank_died``: one rank
+"""How a benchmark run ended. ``ok``: every step ran; ``failed``: it crashed; ``nan``: a NaN or
+Inf loss or gradient norm; ``timeout``: past its wall-clock limit; ``hang``: no step line for
+too long; ``comm_timeout``: a collective timed out (NCCL watchdog); ``rank_died``: one rank
 exited and took the job down; ``oom``: out of device or host memory."""
-"""How a benchmark run ended."""
 
 
 def canonical_json(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""The framework adapter interface and the table of known adapters."""
+"""The framework adapter interface (the table of known adapters is ``runners/adapters.py``)."""
 
 from __future__ import annotations
 

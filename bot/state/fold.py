@@ -33,9 +33,9 @@ class TrialRecord(BaseModel):
     branch: str | None = None
     """The candidate's branch."""
     base_sha: str | None = None
+    """The tuned head the candidate was cut from (the campaign's pinned head then)."""
     predicted_peak_bytes: int | None = None
     """The memory model's prediction when it was started (GPU frameworks)."""
-    """The tuned head the candidate was cut from (the campaign's pinned head then)."""
     gate_verdict: str | None = None
     gate_findings: list[dict[str, Any]] = Field(default_factory=list)
     """The gate's findings, as ``gate_checked`` recorded them."""
