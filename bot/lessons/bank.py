@@ -26,7 +26,7 @@ from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 from gate.text_files import read_utf8
 
-BANK_DIR = Path(__file__).resolve().parent.parent / "registry" / "lessons"
+BANK_DIR = Path(__file__).resolve().parents[2] / "registry" / "lessons"
 """The bank of this attune checkout (CODEOWNERS guards ``registry/``)."""
 
 Status = Literal["proposed", "accepted", "retired"]
