@@ -84,6 +84,9 @@ class SimParams(BaseModel):
     crash_rate: float = Field(0.0, ge=0.0, le=1.0)
     memory_factor: float = Field(0.8, gt=0.0, le=2.0)
     """True peak over the gate's memory model's (the model keeps a safety margin)."""
+    noise_seed: int | None = None
+    """Seed of the runs' noise, hangs and crashes (default ``seed``): campaigns on one
+    cluster (one ``seed``) that draw different noise, as the tuner benchmark runs them."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SimParams:
@@ -231,16 +234,17 @@ def true_run(layout: TrueLayout, params: SimParams, *, run_key: str, steps: int)
     attempt): the same key, the same run."""
     if not layout.fits:
         return TrueRun(end="oom", step_seconds=[], peak_memory_bytes=layout.peak_memory_bytes)
+    seed = params.seed if params.noise_seed is None else params.noise_seed
     sigma = math.sqrt(math.log(1 + params.cv**2))
-    run_factor = math.exp(sigma * _normal(params.seed, "run", run_key) - sigma**2 / 2)
+    run_factor = math.exp(sigma * _normal(seed, "run", run_key) - sigma**2 / 2)
     times = []
     for i in range(steps):
         slow = WARMUP_SLOWDOWN[i] if i < len(WARMUP_SLOWDOWN) else 1.0
-        jitter = math.exp(sigma / 3 * _normal(params.seed, "step", run_key, i))
+        jitter = math.exp(sigma / 3 * _normal(seed, "step", run_key, i))
         times.append(layout.step_time_s * run_factor * slow * jitter)
-    draw = _uniform(params.seed, "fate", run_key)
+    draw = _uniform(seed, "fate", run_key)
     if draw < params.hang_rate or draw < params.hang_rate + params.crash_rate:
-        cut = 1 + int(_uniform(params.seed, "cut", run_key) * max(steps - 1, 1))
+        cut = 1 + int(_uniform(seed, "cut", run_key) * max(steps - 1, 1))
         end: RunEnd = "hang" if draw < params.hang_rate else "crash"
         return TrueRun(
             end=end, step_seconds=times[:cut], peak_memory_bytes=layout.peak_memory_bytes
