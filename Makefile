@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test lint bench bench-webhook bench-gate bench-memory bench-slurm bench-tuner \
-	bench-false-promotion clean
+	bench-false-promotion bench-tuner-sim clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ bench-slurm: setup
 bench-tuner: setup
 	$(BIN)/python -m benchmarks.tuner --recipe examples/ported-gpt.yaml --steps 12 --warmup 3 \
 		--passes 2 --campaigns 3 --budget 0.25 --max-pairs 3 --confirm-pairs 1
+
+# the tuner on realistic GPU layout spaces, on the SIMULATED cluster (--backend sim): three ported
+# Megatron-LM recipes, rules / random / TPE over 10 seeds each, and the truth's spread at 5/15/30%
+bench-tuner-sim: setup
+	$(BIN)/python -m benchmarks.tuner_sim --seeds 10 --spreads 0.05,0.15,0.30
 
 # how often the judgement promotes an identical recipe (A/A): 20,000 simulated comparisons, then
 # 20 real ones launched like campaign trials (target under 1%)
