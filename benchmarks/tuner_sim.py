@@ -42,7 +42,6 @@ from bot.campaign.setup import build_campaign, open_campaign
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
 from bot.state.model import CampaignParams
-from gate import budget
 from gate.ledger import Ledger, LedgerEvent
 from gate.registry import Registry
 from runners.sim.backend import SimBackend
@@ -87,7 +86,10 @@ def curve_of(events: list[LedgerEvent], truth: Truth, base: float) -> Curve:
     spent, speedup, curve = 0.0, 1.0, []
     for e in events:
         if e.kind == "trial_finished":
-            spent += budget.charge(e.payload) / 3600
+            p = (
+                e.payload
+            )  # the one formula of spend (gate.budget): (release - allocation) x devices
+            spent += max(0.0, p["released_at"] - p["allocated_at"]) * p["devices"] / 3600
             curve.append((spent, speedup))
         elif e.kind == "pr_merged":
             found = truth.of_text(texts[e.payload["trial"]])
