@@ -28,7 +28,8 @@ from benchmarks import optimum
 from benchmarks.optimum_table import OptimumTable, load
 from bot.agents.levers.layout_space import Layout, layout_of
 from bot.campaign.judgement import judging_noise
-from bot.state.fold import CampaignState, fold
+from bot.state.fold import fold
+from bot.state.model import CampaignState
 from gate import sequential
 from gate.errors import AttuneError
 from gate.ledger import Ledger

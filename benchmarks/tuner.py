@@ -43,7 +43,7 @@ from bot.campaign.executor import LocalExecutor
 from bot.campaign.setup import build_campaign, open_campaign
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
-from bot.state.fold import CampaignParams
+from bot.state.model import CampaignParams
 from gate import budget, sequential
 from gate.ledger import Ledger, LedgerEvent
 from gate.recipe import load_recipe, parse_recipe

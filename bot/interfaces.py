@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from bot.lessons.view import LessonView
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
-from gate.events_judgement import Phase
+from gate.events import Role as Role  # re-exported: why a trial runs
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
 from runners.bench import Launch
 from runners.local import Backend as Backend  # defined beside the backends
@@ -139,10 +139,6 @@ class Forge(Protocol):
 
     def diff(self, number: int) -> str:
         """Unified diff of the pull request (base...head)."""
-
-
-Role = Literal["calibration", "profile", "candidate", "layout_check"] | Phase
-"""Why a trial runs (``gate.events.Role``)."""
 
 
 class Executor(Protocol):

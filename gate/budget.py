@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gate.errors import AttuneError
-from gate.events import RefusalReason
+from gate.events import RefusalReason, TrialFinished
 from gate.ledger import LedgerEvent
 from gate.models import TrialResult
 
@@ -60,26 +60,29 @@ def trial_finished_payload(result: TrialResult) -> dict[str, Any]:
 
 
 def trial_charge(event: LedgerEvent) -> float:
-    """Device-seconds one ``trial_finished`` event charges (``charge``)."""
-    return charge(event.payload)
+    """Device-seconds one ``trial_finished`` ledger event charges (``charge``)."""
+    return charge(_typed(event))
 
 
-def charge(p: dict[str, Any]) -> float:
-    """Device-seconds a ``trial_finished`` payload charges: (release - allocation) x devices:
-    the one formula of spend. Recomputed from the times rather than trusting
-    ``device_seconds``; a payload with only ``device_seconds`` (no times) is charged that."""
-    if "allocated_at" in p and "released_at" in p and "devices" in p:
-        return max(0.0, float(p["released_at"]) - float(p["allocated_at"])) * int(p["devices"])
-    return float(p["device_seconds"])
+def charge(finished: TrialFinished) -> float:
+    """Device-seconds a finished run charges: (release - allocation) x devices, the one formula
+    of spend, recomputed from the times rather than trusting ``device_seconds``."""
+    return max(0.0, finished.released_at - finished.allocated_at) * finished.devices
 
 
-def _finished(events: Iterable[LedgerEvent]) -> list[LedgerEvent]:
-    return [e for e in events if e.kind == "trial_finished"]
+def _typed(event: LedgerEvent) -> TrialFinished:
+    finished = event.event
+    assert isinstance(finished, TrialFinished), event.kind
+    return finished
+
+
+def _finished(events: Iterable[LedgerEvent]) -> list[tuple[LedgerEvent, TrialFinished]]:
+    return [(e, _typed(e)) for e in events if e.kind == "trial_finished"]
 
 
 def spent_device_seconds(events: Iterable[LedgerEvent]) -> float:
     """Sum of every finished trial's charge: failed, OOM, timed-out and NaN runs included."""
-    return sum((trial_charge(e) for e in _finished(events)), 0.0)
+    return sum((charge(f) for _, f in _finished(events)), 0.0)
 
 
 def forecast_device_seconds(
@@ -94,30 +97,26 @@ def forecast_device_seconds(
     costs 8 times a 1-rank run of the same length, and a forecast that ignored it let one
     such run spend twice the campaign's budget.
     """
-    finished = _finished(events)
-    ok = [e for e in finished if e.payload.get("status") == "ok"]
+    finished = [f for _, f in _finished(events)]
+    ok = [f for f in finished if f.status == "ok"]
     runs = ok or finished
     if not runs:
         return default
     if devices is None:
-        return statistics.median(trial_charge(e) for e in runs)
-    per_device = [trial_charge(e) / max(int(e.payload.get("devices") or 1), 1) for e in runs]
+        return statistics.median(charge(f) for f in runs)
+    per_device = [charge(f) / max(f.devices, 1) for f in runs]
     return statistics.median(per_device) * devices
 
 
-def _failed(event: LedgerEvent) -> bool:
+def failed_on_its_own(finished: TrialFinished) -> bool:
     """A run that failed on its own: an interrupted one (stopped, its node lost, preempted)
     says nothing about its config."""
-    return event.payload.get("status") != "ok" and not event.payload.get("interrupted", False)
+    return finished.status != "ok" and not finished.interrupted
 
 
 def failed_fingerprints(events: Iterable[LedgerEvent]) -> set[str]:
     """Effective-config fingerprints of finished trials that failed (not interrupted)."""
-    return {
-        str(e.payload["fingerprint"])
-        for e in _finished(events)
-        if _failed(e) and "fingerprint" in e.payload
-    }
+    return {f.fingerprint for _, f in _finished(events) if failed_on_its_own(f)}
 
 
 def _hours(seconds: float) -> str:
@@ -138,15 +137,17 @@ def check_launch(
     """
     events = list(events)
     failed = [
-        e for e in _finished(events) if e.payload.get("fingerprint") == fingerprint and _failed(e)
+        (e, f)
+        for e, f in _finished(events)
+        if f.fingerprint == fingerprint and failed_on_its_own(f)
     ]
     if failed:
-        last = failed[-1]
+        last, finished = failed[-1]
         return LaunchRefusal(
             reason="failed_rerun",
             message=(
                 f"effective config {fingerprint} already ended with status "
-                f"{last.payload.get('status')} (ledger seq {last.seq}); "
+                f"{finished.status} (ledger seq {last.seq}); "
                 "change something before running it again"
             ),
         )

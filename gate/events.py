@@ -46,6 +46,11 @@ StopReason = Literal[
 """Why a campaign ended; ``requested``, ``head_moved``, ``permission``, ``error``: GitHub mode;
 ``agent_error`` (the model's API failing past its retries, or no valid decision in the turns
 allowed) and ``agent_spend_cap`` (the LLM spend cap reached): the LLM agent, resumable."""
+RESUMABLE: frozenset[StopReason] = frozenset(
+    {"requested", "error", "permission", "agent_error", "agent_spend_cap"}
+)
+"""Stop reasons a resume may undo (``attune tune --resume``, ``/attune resume``); the others
+mean the campaign is finished."""
 Decision = Literal["merge", "close"]
 RefusalReason = Literal["budget", "failed_rerun", "gate_check", "predicted_oom", "resources"]
 

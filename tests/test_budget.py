@@ -55,15 +55,16 @@ class _Events:
     ) -> _Events:
         return self.add(
             "trial_finished",
-            {
-                "fingerprint": fingerprint,
-                "status": status,
-                "allocated_at": T0,
-                "released_at": T0 + seconds,
-                "devices": devices,
-                "device_seconds": seconds * devices,
-                "interrupted": interrupted,
-            },
+            payload(
+                "trial_finished",
+                fingerprint=fingerprint,
+                status=status,
+                allocated_at=T0,
+                released_at=T0 + seconds,
+                devices=devices,
+                device_seconds=seconds * devices,
+                interrupted=interrupted,
+            ),
         )
 
 
@@ -84,8 +85,6 @@ def test_only_trial_finished_events_are_charged() -> None:
 def test_charge_is_release_minus_allocation_times_devices() -> None:
     (event,) = _Events().trial(90, devices=8).events
     assert trial_charge(event) == 720.0
-    (legacy,) = _Events().add("trial_finished", {"device_seconds": 12.5}).events
-    assert trial_charge(legacy) == 12.5
 
 
 def test_forecast_is_the_median_of_ok_trials() -> None:

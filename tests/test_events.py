@@ -76,7 +76,7 @@ def test_a_ledger_written_by_attune_0_1_still_reads(tmp_path: Path) -> None:
         finished = [t for t in typed if isinstance(t, TrialFinished)]
         assert len(finished) == 8 and all(t.device_seconds > 0 for t in finished)
         state = fold(name, events)
-        assert state.stopped is not None and state.stopped["reason"] == "max_trials"
+        assert state.stopped is not None and state.stopped.reason == "max_trials"
         assert state.incumbent == "c2" and state.noise is not None
         # and the campaign carries on writing current events after them
         ledger.append(name, "campaign_resumed", payload("campaign_resumed"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.campaign.executor import LocalExecutor, TrialOutcome
-from bot.state.fold import fold
+from bot.state.fold import campaign_state, fold
 from gate.budget import forecast_device_seconds, spent_device_seconds
 from gate.ledger import Ledger, LedgerEvent
 from gate.models import EffectiveConfig, Recipe
@@ -179,7 +179,7 @@ def test_budget_refusal_charges_nothing(campaign: Campaign) -> None:
 def test_charges_sum_to_the_runs(campaign: Campaign) -> None:
     results = [o.result for o in campaign.outcomes.values() if o.result is not None]
     assert sorted(r.status for r in results) == ["failed", "ok", "ok"]
-    state = fold(CAMPAIGN, campaign.ledger.events(CAMPAIGN))
+    state = campaign_state(campaign.ledger, CAMPAIGN)
     assert state.runs_by_status == {"ok": 2, "failed": 1}
     assert state.spent_device_seconds == pytest.approx(sum(r.device_seconds for r in results))
     assert state.spent_device_seconds > 0
@@ -203,5 +203,5 @@ def test_ledger_verifies_and_refuses_raw_edits(campaign: Campaign) -> None:
         conn.close()
     after = campaign.ledger.verify()
     assert after.ok and after.checked == report.checked
-    charged = fold(CAMPAIGN, campaign.ledger.events(CAMPAIGN)).spent_device_seconds
+    charged = campaign_state(campaign.ledger, CAMPAIGN).spent_device_seconds
     assert charged > 0

@@ -49,7 +49,7 @@ def test_a_crash_records_an_error_stop_and_replies(
     run_campaign(settings, repo, 7, Running(campaign="c"), lambda: "attune[bot]")  # type: ignore[arg-type]
     with Ledger(settings.ledger_path) as ledger:
         stopped = fold("c", ledger.events("c")).stopped
-    assert stopped is not None and stopped["reason"] == "error"
-    assert stopped["evidence"] == ["a bug in reading the pull request"]
+    assert stopped is not None and stopped.reason == "error"
+    assert stopped.evidence == ["a bug in reading the pull request"]
     [(number, body)] = repo.comments
     assert number == 7 and "attune campaign `c` stopped: a bug in reading" in body

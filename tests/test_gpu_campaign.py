@@ -60,23 +60,23 @@ def test_a_megatron_recipe_is_tuned_end_to_end(
         events = ledger.events()
     state = fold(events[0].campaign, events)
     calibration = state.role_trials("calibration")
-    assert [t.finished["status"] for t in calibration if t.finished] == ["ok"] * 5
+    assert [t.finished.status for t in calibration if t.finished] == ["ok"] * 5
     # every run: the harness's arguments recorded, the recipe's own replaced ones named
     harness, overridden = state.harness
     assert harness[:2] == ["--train-samples", str(8 * 128)]
     assert "--log-throughput" in harness and "--train-samples 1953125000" in overridden
     first = calibration[0].finished
-    assert first is not None and first["peak_memory_bytes"] > 40 * 2**30
-    assert first["step1_loss"] == pytest.approx(11.03568)
+    assert first is not None and first.peak_memory_bytes > 40 * 2**30
+    assert first.step1_loss == pytest.approx(11.03568)
     # the profile of a GPU run, per rank
     profile = state.profiles["baseline"]
     assert profile.ranks is not None and len(profile.ranks) == 8
     # a candidate: one lever, its registry source, predicted memory, gated, run, judged
     c1 = state.candidates[0]
-    assert c1.proposal is not None and c1.proposal["lever"] == ["micro_batch_size"]
-    assert c1.proposal["sources"][0].startswith("megatron/training/")
+    assert c1.proposal is not None and c1.proposal.lever == ["micro_batch_size"]
+    assert c1.proposal.sources[0].startswith("megatron/training/")
     assert c1.predicted_peak_bytes and c1.gate_verdict == "allow"
-    assert c1.judged is not None and c1.judged["decision"] == "merge" and c1.merged_sha
+    assert c1.judged is not None and c1.judged.decision == "merge" and c1.merged_sha
     assert state.speedup is not None and state.speedup > 1.03
     # the pull request and the report show the harness
     with LocalForge(work / "forge", create=False) as forge:
@@ -85,7 +85,7 @@ def test_a_megatron_recipe_is_tuned_end_to_end(
     assert "## Benchmark harness" in report and f"{state.speedup:.2f}x" in report
     # the campaign stopped on evidence that names the memory model
     assert state.stopped is not None
-    assert any("does not fit" in e for e in state.stopped["evidence"])
+    assert any("does not fit" in e for e in state.stopped.evidence)
 
 
 @pytest.mark.slow
@@ -100,11 +100,11 @@ def test_an_out_of_memory_candidate_is_closed_and_teaches_the_memory_model(
         events = ledger.events()
     state = fold(events[0].campaign, events)
     c1 = state.candidates[0]
-    assert c1.finished is not None and c1.finished["status"] == "oom"
-    assert "CUDA out of memory" in c1.finished["error"]
-    assert c1.judged is not None and c1.judged["decision"] == "close" and c1.closed
+    assert c1.finished is not None and c1.finished.status == "oom"
+    assert "CUDA out of memory" in c1.finished.error
+    assert c1.judged is not None and c1.judged.decision == "close" and c1.closed
     assert state.speedup == pytest.approx(1.0)
-    assert c1.finished["device_seconds"] > 0  # charged all the same
+    assert c1.finished.device_seconds > 0  # charged all the same
     # censored: the model now expects at least the capacity from that layout
     from bot.campaign.memory_guard import MemoryGuard
 
@@ -128,11 +128,11 @@ def test_a_torchtitan_recipe_is_tuned_end_to_end(
     first = state.role_trials("calibration")[0].finished
     assert (
         first is not None
-        and first["status"] == "ok"
-        and first["step1_loss"] == pytest.approx(12.2654)
+        and first.status == "ok"
+        and first.step1_loss == pytest.approx(12.2654)
     )
     assert state.candidates, "the agent proposed nothing"
-    levers = {k for t in state.candidates for k in (t.proposal or {}).get("lever", [])}
+    levers = {k for t in state.candidates for k in (t.proposal.lever if t.proposal else [])}
     assert levers <= {
         "compile.enable",
         "activation_checkpoint",

@@ -9,15 +9,19 @@ import math
 import pytest
 
 from bot.campaign.judgement import judge_finished, paired_outcome
-from bot.state.fold import CampaignState, TrialRecord, history
+from bot.state.model import CampaignState, TrialRecord
+from bot.state.views import history
 from gate.models import NoiseModel, TrialResult
+from tests.events_factory import payload
 
 NOISE = NoiseModel(runs=5, mean=1000.0, std=20.0, cv=0.02, threshold=0.06)
 
 
 def state() -> CampaignState:
     baseline = TrialRecord(
-        trial="baseline-1", role="calibration", finished={"status": "ok", "step1_loss": 5.0}
+        trial="baseline-1",
+        role="calibration",
+        finished=payload("trial_finished", status="ok", step1_loss=5.0),
     )
     return CampaignState(campaign="c", noise=NOISE, trials={"baseline-1": baseline})
 
@@ -63,8 +67,8 @@ def test_one_run_merges_beyond_the_bar_and_the_zone_below_it_is_re_measured(
 
 def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
     s = state()
-    s.trials["c1"] = TrialRecord(trial="c1", role="candidate", finished={"score": 1100.0})
-    s.trials["c1"].finished["status"] = "ok"  # type: ignore[index]
+    finished = payload("trial_finished", trial="c1", score=1100.0, status="ok")
+    s.trials["c1"] = TrialRecord(trial="c1", role="candidate", finished=finished)
     s.incumbent = "c1"
     verdict = judge_finished(s, result(1150.0))
     assert verdict["decision"] == "remeasure" and verdict["gain"] == pytest.approx(1150 / 1100 - 1)
@@ -112,15 +116,20 @@ def test_the_agent_sees_the_a_b_mean_where_pairs_ran() -> None:
     """A candidate closed after A/B pairs shows the agent the pairs' mean, not the screening
     run's gain (which was selected for landing in the zone); a one-run verdict shows its run."""
     s = state()
-    proposal = {"changes": {"micro_batch_size": [1, 2]}}
+    proposal = payload("candidate_proposed", changes={"micro_batch_size": [1, 2]})
     s.trials["c1"] = TrialRecord(
         trial="c1",
         role="candidate",
         proposal=proposal,
-        judged={"decision": "close", "gain": 0.09, "paired_mean": -0.01, "pairs": 3},
+        judged=payload(
+            "trial_judged", trial="c1", gain=0.09, paired_mean=-0.01, pairs=3, decision="close"
+        ),
     )
     s.trials["c2"] = TrialRecord(
-        trial="c2", role="candidate", proposal=proposal, judged={"decision": "close", "gain": -0.2}
+        trial="c2",
+        role="candidate",
+        proposal=proposal,
+        judged=payload("trial_judged", trial="c2", gain=-0.2),
     )
     items = {item.trial: item for item in history(s)}
     assert items["c1"].gain == pytest.approx(-0.01)
@@ -138,7 +147,9 @@ def test_a_first_run_beyond_the_bar_merges_when_one_interleaved_pair_confirms_it
         runs = []
         for arm, trial, score in (("incumbent", "c1-a1", a), ("candidate", "c1-b1", b)):
             s.trials[trial] = TrialRecord(
-                trial=trial, role="remeasure", finished={"status": "ok", "score": score}
+                trial=trial,
+                role="remeasure",
+                finished=payload("trial_finished", trial=trial, score=score),
             )
             runs.append(
                 RunRequested(

@@ -21,9 +21,10 @@ from bot.lessons.bank import (
     scope_mismatch,
 )
 from bot.lessons.mining import lesson_file, propose
-from bot.state.fold import CampaignState, TrialRecord
+from bot.state.model import CampaignState, TrialRecord
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
+from tests.events_factory import payload
 
 
 def lesson(**over: Any) -> dict[str, Any]:
@@ -176,10 +177,11 @@ def test_campaign_facts_per_framework() -> None:
 
 def test_mined_lessons_claim_only_what_their_trial_measured() -> None:
     def trial(name: str, changes: dict[str, Any], status: str, **judged: Any) -> TrialRecord:
-        proposal = {"changes": changes, "bottleneck": "compute"}
-        finished = {"status": status}
+        proposal = payload("candidate_proposed", trial=name, changes=changes)
+        finished = payload("trial_finished", trial=name, status=status)
+        verdict = payload("trial_judged", trial=name, **{"reason": "", **judged})
         return TrialRecord(
-            trial=name, role="candidate", proposal=proposal, finished=finished, judged=judged
+            trial=name, role="candidate", proposal=proposal, finished=finished, judged=verdict
         )
 
     ab = "re-measured A/B: +18% beats 9%"  # a merge decided by re-measurement

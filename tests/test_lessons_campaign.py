@@ -16,7 +16,7 @@ from bot.campaign import candidates
 from bot.campaign.executor import LocalExecutor
 from bot.campaign.loop import Campaign
 from bot.campaign.setup import build_campaign
-from bot.cli import build_parser
+from bot.commands.parser import build_parser
 from bot.commands.tune import open_new, run_campaign
 from bot.forges.local import LocalForge
 from bot.github.commands import Command, CommandError, parse

@@ -22,7 +22,7 @@ from bot.campaign.layout_variants import layout_variants
 from bot.campaign.loop import Campaign
 from bot.campaign.setup import open_campaign
 from bot.forges.local import LocalForge
-from bot.state.fold import CampaignState
+from bot.state.model import CampaignState
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, TrialResult
 from gate.postlaunch_reference import LOSS_BAND_FLOOR, UNMEASURED_LOSS_FLOOR
@@ -74,8 +74,8 @@ def noise_calibrated(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any
         baseline = campaign.ctx.recipe(recipe.read_text(), "baseline")
         assert campaign.ctx.bench("baseline-1", "calibration", baseline)
         finished = campaign.state().trials["baseline-1"].finished
-        assert finished is not None and finished["status"] == "ok", finished
-        score = float(finished["score"])
+        assert finished is not None and finished.status == "ok", finished
+        score = float(finished.score)
         ledger.append(
             "c",
             "noise_calibrated",
@@ -111,9 +111,9 @@ def test_the_checks_are_calibrated_from_layout_variants_once(
         layout = state.role_trials("layout_check")
         assert [t.trial for t in layout] == ["layout-1", "layout-2"]
         assert all(t.device_seconds > 0 for t in layout)  # charged like any run
-        assert state.trials["layout-2"].finished["devices"] == 2  # type: ignore[index]
+        assert state.trials["layout-2"].finished.devices == 2  # type: ignore[union-attr]
         # the agent may still propose these layouts: they are not its moves
-        assert not {t.finished["fingerprint"] for t in layout} & state.tried  # type: ignore[index]
+        assert not {t.finished.fingerprint for t in layout} & state.tried  # type: ignore[union-attr]
 
         events = len(ledger.events("c"))
         calibrate_checks(_campaign(work, ledger, registry, 3600.0).ctx)

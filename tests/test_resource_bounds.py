@@ -215,9 +215,9 @@ def test_a_refused_proposal_takes_no_candidate_id(tmp_path: Path) -> None:
         state = campaign.state()
         assert state.candidates == [] and len(state.refused_proposals) == 1
         refused = state.refused_proposals[0]
-        assert refused["reason"] == "resources"
-        assert f"needs {ranks} rank(s) x 1 thread(s)" in refused["message"]
-        assert refused["fingerprint"] in state.tried  # the agent does not propose it again
+        assert refused.reason == "resources"
+        assert f"needs {ranks} rank(s) x 1 thread(s)" in refused.message
+        assert refused.fingerprint in state.tried  # the agent does not propose it again
         assert forge.pulls() == []
 
         assert propose(campaign.ctx, campaign.state(), _proposal(2 if CORES >= 2 else 1)) is True
@@ -227,6 +227,6 @@ def test_a_refused_proposal_takes_no_candidate_id(tmp_path: Path) -> None:
             propose(campaign.ctx, campaign.state(), _proposal(ranks))
         state = campaign.state()
         assert [t.trial for t in state.candidates] == ["c1"]
-        assert state.stopped is not None and state.stopped["reason"] == "exhausted"
+        assert state.stopped is not None and state.stopped.reason == "exhausted"
         kinds = [e.kind for e in ledger.events(name)]
         assert "launch_refused" not in kinds and "trial_started" not in kinds

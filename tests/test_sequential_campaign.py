@@ -27,7 +27,8 @@ from bot.commands.tune import open_new
 from bot.forges.local import LocalForge
 from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
 from bot.report.build import build_report, render_markdown
-from bot.state.fold import CampaignState, fold
+from bot.state.fold import fold
+from bot.state.model import CampaignState
 from gate import sequential
 from gate.ledger import Ledger, LedgerEvent
 from runners.adapter import LaunchSpec
@@ -233,7 +234,7 @@ SPEEDS = {
 def finished(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any) -> list[LedgerEvent]:
     workdir = open_small(tmp_path_factory.mktemp("seq"), write_recipe)
     state = campaign(workdir, MOVES, speeds(SPEEDS)).run()
-    assert state.stopped is not None and state.stopped["reason"] == "exhausted"
+    assert state.stopped is not None and state.stopped.reason == "exhausted"
     with Ledger(workdir / "ledger.db") as ledger:
         return ledger.events()
 
@@ -348,7 +349,7 @@ def test_a_campaign_killed_mid_re_measurement_resumes_it(
             bot.run()
         bot.ctx.ledger.close()
     state = campaign(workdir, MOVES, speeds(SPEEDS)).run()
-    assert state.stopped is not None and state.stopped["reason"] == "exhausted"
+    assert state.stopped is not None and state.stopped.reason == "exhausted"
     with Ledger(workdir / "ledger.db") as ledger:
         events = ledger.events()
         assert ledger.verify().ok
@@ -382,8 +383,9 @@ def test_a_ledger_written_before_the_judgement_still_folds(tmp_path: Path) -> No
     state = fold("v01run", events)
     assert state.judgement.runs == {} and state.judgement.confirmed is None
     assert state.judgement.noise is None and state.incumbent == "c2"
-    judged = {t.trial: (t.judged or {}) for t in state.candidates}
-    assert judged["c2"]["decision"] == "merge" and judged["c2"].get("pairs") is None
+    judged = {t.trial: t.judged for t in state.candidates}
+    assert judged["c2"] is not None
+    assert judged["c2"].decision == "merge" and judged["c2"].pairs is None
     text = render_markdown(build_report(events))
     assert "- no candidate needed re-measuring" in text and "confirmed" not in text
 
@@ -416,7 +418,7 @@ def test_a_confirmation_cut_short_keeps_the_pairs_it_measured(
     state = campaign(workdir, [{"micro_batch_size": (1, 2)}], speeds(table), fail="confirm-c1-a3")
     state_after = state.run()
     confirmed = state_after.judgement.confirmed
-    assert confirmed is not None and confirmed["pairs"] == 2
-    assert "its run confirm-c1-a3 (baseline) ended failed" in confirmed["note"]
-    assert confirmed["low"] < confirmed["speedup"] < confirmed["high"]
-    assert state_after.stopped is not None and state_after.stopped["reason"] == "exhausted"
+    assert confirmed is not None and confirmed.pairs == 2
+    assert "its run confirm-c1-a3 (baseline) ended failed" in confirmed.note
+    assert confirmed.low < confirmed.speedup < confirmed.high
+    assert state_after.stopped is not None and state_after.stopped.reason == "exhausted"

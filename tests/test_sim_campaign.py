@@ -66,7 +66,7 @@ def test_the_llama3_8b_megatron_example_is_tuned_in_seconds(
     _check_simulated(work, seed=4)
     _, state = _campaign(work)
     calibration = state.role_trials("calibration")  # type: ignore[attr-defined]
-    assert [t.finished["status"] for t in calibration] == ["ok"] * 5
+    assert [t.finished.status for t in calibration] == ["ok"] * 5
     # simulated hours: far more device-time than the seconds the test took
     assert state.spent_device_seconds > 3600  # type: ignore[attr-defined]
 

@@ -17,7 +17,8 @@ from bot.github.campaign_thread import Running, make_executor
 from bot.github.executor import ActionsExecutor
 from bot.github.permissions import PermissionLost
 from bot.github.settings import Settings
-from bot.state.fold import CampaignParams, fold
+from bot.state.fold import fold
+from bot.state.model import CampaignParams
 from gate.ledger import Ledger
 from gate.registry import Registry, load_registry
 from runners.slurm.backend import SlurmBackend
@@ -106,7 +107,7 @@ def test_a_campaign_on_a_pull_request_runs_its_trials_on_slurm(
         campaign.calibrate()
         state = fold("c", ledger.events("c"))
         assert state.noise is not None and len(state.calibration_scores) == 5
-        jobs = [t.launch["handle"]["job_id"] for t in state.role_trials("calibration") if t.launch]
+        jobs = [t.launch.handle.job_id for t in state.role_trials("calibration") if t.launch]
         assert len(jobs) == 5 and all(jobs)  # each a Slurm job
         assert authorized == ["launch a benchmark"] * 5
         # permission lost: the next launch is refused before anything is submitted

@@ -12,8 +12,9 @@ from bot.campaign.extra_runs import remeasure
 from bot.campaign.judgement import judge_finished
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import CheckResult, Proposal
-from bot.state.fold import CampaignState, TrialRecord
+from bot.state.model import CampaignState, TrialRecord
 from gate.errors import AttuneError
+from gate.events import FindingRecord, TrialFinished
 from gate.ledger import LedgerEvent
 from gate.models import Recipe, TrialResult
 
@@ -86,20 +87,21 @@ def advance(ctx: CampaignContext, trial: str) -> None:
     proposal = record.proposal
     assert proposal is not None and state.tuned_branch is not None
     assert state.pinned_sha is not None
-    recipe = ctx.recipe(proposal["recipe_text"], trial)
+    recipe = ctx.recipe(proposal.recipe_text, trial)
     if record.pr is None:
         pr = ctx.forge.open_candidate(
-            branch=f"attune/{ctx.name}/{proposal['n']}",
+            branch=f"attune/{ctx.name}/{proposal.n}",
             base=state.tuned_branch,
             base_sha=state.pinned_sha,
             recipe_path=params.recipe_path,
-            recipe_text=proposal["recipe_text"],
-            title=proposal["title"],
+            recipe_text=proposal.recipe_text,
+            title=proposal.title,
             body=render.candidate_body(
                 proposal,
                 campaign=ctx.name,
                 harness=state.harness[0],
                 overridden=state.harness[1],
+                simulation=params.simulation,
             ),
             labels=["attune", "attune:candidate"],
         )
@@ -132,15 +134,15 @@ def _judge(ctx: CampaignContext, state: CampaignState, record: TrialRecord, reci
     verdict["incumbent_score"] = state.incumbent_score
     verdict["threshold"] = state.noise.threshold if state.noise else None
     if record.gate_verdict == "reject":
-        verdict.update(decision="close", reason=_rejection(record.gate_findings or []))
+        verdict.update(decision="close", reason=_rejection(record.gate_findings))
     elif record.refused is not None:
-        verdict.update(decision="close", reason=record.refused["message"])
+        verdict.update(decision="close", reason=record.refused.message)
     elif record.finished is None and _same_as_incumbent(ctx, state, recipe):
         verdict.update(
             decision="close",
             reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
         )
-    elif record.finished is not None and record.finished.get("interrupted"):
+    elif record.finished is not None and record.finished.interrupted:
         verdict.update(
             decision="close",
             reason=f"not measured: its run was interrupted ({_first_line(record.finished)})",
@@ -187,12 +189,12 @@ def _settle(ctx: CampaignContext, state: CampaignState, record: TrialRecord) -> 
     params = ctx.params(state)
     finished = record.finished
     cost = render.cost_comment(
-        trial_s=float(finished["device_seconds"]) if finished else 0.0,
-        status=finished["status"] if finished else "not launched",
+        trial_s=record.device_seconds,
+        status=finished.status if finished else "not launched",
         spent_s=state.spent_device_seconds,
         budget_h=params.budget_device_hours,
     )
-    if record.judged["decision"] == "merge":
+    if record.judged.decision == "merge":
         assert state.pinned_sha is not None and record.head_sha is not None
         sha = ctx.forge.merge(
             record.pr, expected_base_sha=state.pinned_sha, expected_head_sha=record.head_sha
@@ -203,7 +205,7 @@ def _settle(ctx: CampaignContext, state: CampaignState, record: TrialRecord) -> 
         )
     else:
         ctx.forge.comment(
-            record.pr, f"Closing: {record.judged['reason']}.", marker=render.CLOSING_MARKER
+            record.pr, f"Closing: {record.judged.reason}.", marker=render.CLOSING_MARKER
         )
         ctx.forge.close(record.pr)
         ctx.forge.comment(record.pr, cost, marker=render.COST_MARKER)
@@ -225,13 +227,13 @@ def _refused_in_a_row(events: list[LedgerEvent]) -> int:
     return streak
 
 
-def _first_line(finished: dict[str, Any]) -> str:
-    return (str(finished.get("error") or "") or "no error recorded").strip().splitlines()[0]
+def _first_line(finished: TrialFinished) -> str:
+    return (finished.error or "no error recorded").strip().splitlines()[0]
 
 
-def _rejection(findings: list[dict[str, Any]]) -> str:
+def _rejection(findings: list[FindingRecord]) -> str:
     """Why the gate rejected a candidate: the framework's refusal when it was one."""
     for finding in findings:
-        if finding.get("class") == "invalid":
-            return f"the pre-launch gate rejected it: {finding['reason']} ({finding['source']})"
+        if finding.key_class == "invalid":
+            return f"the pre-launch gate rejected it: {finding.reason} ({finding.source})"
     return "the pre-launch gate rejected it"

@@ -14,9 +14,10 @@ from bot.campaign.context import CampaignContext
 from bot.campaign.layout_variants import layout_variants
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import Role
-from bot.state.fold import CampaignState
+from bot.state.model import CampaignState
 from gate import prelaunch
 from gate.errors import AttuneError
+from gate.events import TrialFinished
 from gate.models import StepRecord, TrialResult
 from gate.postlaunch_reference import calibrate
 
@@ -43,7 +44,7 @@ def calibrate_checks(ctx: CampaignContext) -> None:
         recipe = ctx.recipe(apply_changes(params.recipe_text, variant.changes), trial)
         record = state.trials.get(trial)
         if record is not None and record.refused is not None:
-            notes.append(f"{trial} ({variant.description}) not run: {record.refused['message']}")
+            notes.append(f"{trial} ({variant.description}) not run: {record.refused.message}")
             continue
         if record is None or _needs_run(record.finished):
             try:
@@ -72,7 +73,8 @@ def calibrate_checks(ctx: CampaignContext) -> None:
             refused = not ctx.bench(trial, ROLE, recipe)
             state = ctx.state()
             if refused:
-                why = (state.trials[trial].refused or {}).get("message", "refused")
+                refusal = state.trials[trial].refused
+                why = refusal.message if refusal else "refused"
                 notes.append(f"{trial} ({variant.description}) not run: {why}")
                 continue
         steps = _steps(ctx, state, trial)
@@ -99,16 +101,16 @@ def affordable(left_s: float, cost_s: float, reserve_s: float) -> bool:
     return left_s >= cost_s + reserve_s
 
 
-def _needs_run(finished: dict[str, object] | None) -> bool:
-    return finished is None or bool(finished.get("interrupted"))
+def _needs_run(finished: TrialFinished | None) -> bool:
+    return finished is None or finished.interrupted
 
 
 def _steps(ctx: CampaignContext, state: CampaignState, trial: str) -> list[StepRecord] | None:
     """The step records of a trial that finished ok (from its ``result.json``)."""
     record = state.trials.get(trial)
-    if record is None or not record.finished or record.finished["status"] != "ok":
+    if record is None or not record.finished or record.finished.status != "ok":
         return None
-    if record.finished.get("interrupted"):
+    if record.finished.interrupted:
         return None
     path = ctx.executor.workdir / "trials" / trial / "result.json"
     if not path.exists():

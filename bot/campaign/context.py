@@ -12,7 +12,8 @@ from typing import Protocol
 from bot import render
 from bot.interfaces import Agent, Executor, Forge, Role
 from bot.lessons.view import LessonView
-from bot.state.fold import CampaignParams, CampaignState, fold
+from bot.state.fold import campaign_state, fold
+from bot.state.model import CampaignParams, CampaignState
 from gate.errors import AttuneError
 from gate.events import StopReason
 from gate.ledger import Ledger, LedgerEvent
@@ -76,7 +77,7 @@ class CampaignContext:
     # --- state ---
 
     def state(self) -> CampaignState:
-        return fold(self.name, self.ledger.events(self.name))
+        return campaign_state(self.ledger, self.name)
 
     def params(self, state: CampaignState) -> CampaignParams:
         if state.params is None:

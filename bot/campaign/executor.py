@@ -19,6 +19,7 @@ from bot.interfaces import Role
 from gate import budget, postlaunch, prelaunch
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError, FrameworkRefusal
+from gate.events import TrialFinished, TrialStarted
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult, canonical_json
 from gate.postlaunch import PostLaunchReport
@@ -196,13 +197,14 @@ class LocalExecutor:
 
     def nodes_used(self, role: Role) -> list[str]:
         """The nodes the finished runs of ``role`` ran on, oldest first (from the ledger)."""
-        events = self.ledger.events(self.campaign)
-        roles = {e.payload["trial"]: e.payload["role"] for e in events if e.kind == "trial_started"}
+        kinds = ("trial_started", "trial_finished")
+        typed = [e.event for e in self.ledger.events(self.campaign) if e.kind in kinds]
+        roles = {t.trial: t.role for t in typed if isinstance(t, TrialStarted)}
         return [
             node
-            for e in events
-            if e.kind == "trial_finished" and roles.get(e.payload["trial"]) == role
-            for node in e.payload.get("nodes") or []
+            for t in typed
+            if isinstance(t, TrialFinished) and roles.get(t.trial) == role
+            for node in t.nodes or []
         ]
 
     def trial_dir(self, trial: str) -> Path:
@@ -243,9 +245,9 @@ class LocalExecutor:
         """The result beside the run, and its charge as ``trial_finished``."""
         self.trial_dir(trial).mkdir(parents=True, exist_ok=True)
         (self.trial_dir(trial) / "result.json").write_text(result.model_dump_json(indent=2))
-        payload = budget.trial_finished_payload(result)
-        payload["profile"] = result.profile.model_dump() if result.profile else None
-        self.ledger.append(self.campaign, "trial_finished", {"trial": trial, **payload, **extra})
+        fields = budget.trial_finished_payload(result)
+        fields["profile"] = result.profile.model_dump() if result.profile else None
+        self.ledger.append(self.campaign, "trial_finished", {"trial": trial, **fields, **extra})
 
     def finish(self, trial: str, launch: Launch, *, reconciled: bool = False) -> TrialResult:
         """Wait for the launch (possibly started by an earlier bot), charge it, return it."""

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 from bot.campaign.context import CampaignContext
 from bot.campaign.judgement import incumbent_runs, paired_outcome, pairs_of
-from bot.state.fold import CampaignState, TrialRecord
-from gate import noise, sequential
+from bot.state.model import CampaignState, TrialRecord
+from gate import budget, noise, sequential
 from gate.events import StopReason
-from gate.events_judgement import Arm, Phase, RunRequested
+from gate.events_judgement import Arm, ConfirmationRequested, Phase, RunRequested
 
 
 def remeasure(
@@ -58,8 +58,8 @@ def recalibrate(ctx: CampaignContext, state: CampaignState) -> bool:
     incumbent = state.incumbent
     if incumbent == "baseline" or incumbent in state.judgement.recalibrations:
         return False
-    proposal = state.trials[incumbent].proposal or {}
-    keys = noise.variance_keys(proposal.get("changes", {}))
+    proposal = state.trials[incumbent].proposal
+    keys = noise.variance_keys(proposal.changes if proposal else {})
     if not keys:
         return False
     runs = state.judgement.requested(incumbent, "recalibration")
@@ -104,7 +104,7 @@ def end(ctx: CampaignContext, reason: StopReason, evidence: list[str]) -> None:
     state = ctx.state()
     done = state.judgement.confirmation
     pairs = state.params.confirm_pairs if state.params else sequential.CONFIRM_PAIRS
-    confirmed = done is not None and done["winner"] == state.incumbent
+    confirmed = done is not None and done.winner == state.incumbent
     if state.incumbent == "baseline" or confirmed or pairs == 0:
         ctx.stop(reason, evidence)
         return
@@ -125,14 +125,14 @@ def confirm(ctx: CampaignContext, state: CampaignState) -> bool:
     request = state.judgement.confirmation
     if request is None or state.judgement.confirmed is not None or state.stopped:
         return False
-    winner = str(request["winner"])
+    winner = request.winner
     runs = state.judgement.requested(winner, "confirmation")
     refused = _next_run(ctx, state, runs)
     if refused is None and any(not _finished(state, r) for r in runs):
         return True
     pairs, problem = pairs_of(state, runs)
     note = refused or problem or ""
-    if note or len(pairs) >= int(request["pairs"]):
+    if note or len(pairs) >= request.pairs:
         _confirmed(ctx, request, pairs, runs, note)
         return True
     arm: Arm = "baseline" if len(runs) % 2 == 0 else "winner"
@@ -151,7 +151,7 @@ def confirm(ctx: CampaignContext, state: CampaignState) -> bool:
 
 def _confirmed(
     ctx: CampaignContext,
-    request: dict[str, Any],
+    request: ConfirmationRequested,
     pairs: list[tuple[float, float]],
     runs: list[RunRequested],
     note: str,
@@ -161,7 +161,7 @@ def _confirmed(
         ctx.name,
         "confirmation_finished",
         {
-            "winner": request["winner"],
+            "winner": request.winner,
             "pairs": len(pairs),
             "speedup": interval.speedup if interval else None,
             "low": interval.low if interval else None,
@@ -171,7 +171,7 @@ def _confirmed(
             "note": note,
         },
     )
-    ctx.stop(cast(StopReason, request["reason"]), list(request["evidence"]))
+    ctx.stop(cast(StopReason, request.reason), list(request.evidence))
 
 
 def _request(
@@ -197,18 +197,20 @@ def _next_run(ctx: CampaignContext, state: CampaignState, runs: list[RunRequeste
     for request in runs:
         record = state.trials.get(request.trial)
         if record is not None and record.refused is not None:
-            return f"{request.trial} was refused: {record.refused['message']}"
+            return f"{request.trial} was refused: {record.refused.message}"
         if record is not None and record.finished is not None:
             continue
         params = ctx.params(state)
         if request.recipe_of == "baseline":
             text = params.recipe_text
         else:
-            text = str((state.trials[request.recipe_of].proposal or {})["recipe_text"])
+            proposal = state.trials[request.recipe_of].proposal
+            assert proposal is not None, request.recipe_of
+            text = proposal.recipe_text
         recipe = ctx.recipe(text, request.trial)
         if not ctx.bench(request.trial, request.phase, recipe):
-            refused = ctx.state().trials[request.trial].refused or {}
-            return f"{request.trial} was refused: {refused.get('message', 'by the budget')}"
+            refused = ctx.state().trials[request.trial].refused
+            return f"{request.trial} was refused: {refused.message if refused else 'by the budget'}"
         return None
     return None
 
@@ -222,6 +224,4 @@ def _failed(state: CampaignState, request: RunRequested) -> bool:
     """Failed on its own (an interrupted run says nothing and is replaced)."""
     record = state.trials.get(request.trial)
     finished = record.finished if record is not None else None
-    if not finished:
-        return False
-    return finished["status"] != "ok" and not finished.get("interrupted")
+    return finished is not None and budget.failed_on_its_own(finished)

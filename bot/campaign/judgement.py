@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.state.fold import CampaignState
 from bot.state.judgement import ok_score
+from bot.state.model import CampaignState
 from gate import noise, postlaunch, sequential
+from gate.events import TrialFinished
 from gate.events_judgement import RunRequested
 from gate.models import NoiseModel, TrialResult
 from gate.postlaunch_reference import PostLaunchReference
@@ -29,22 +30,10 @@ def judging_noise(state: CampaignState) -> NoiseModel:
 
 
 def incumbent_runs(state: CampaignState) -> list[tuple[str, float]]:
-    """(trial, score) of every run a merged incumbent's score is the mean of: its own, the
-    profile runs of it and the extra runs of its recipe (``CampaignState.winner_score``)."""
-    trial = state.incumbent
-    assert trial != "baseline", "the baseline's score is its calibration's mean"
-    runs = [(trial, ok_score(state.trials[trial].finished))]
-    runs += [
-        (p, ok_score(state.trials[p].finished))
-        for p, inc in state.profile_requests.items()
-        if inc == trial and p in state.trials
-    ]
-    runs += [(r, ok_score(state.trials[r].finished)) for r in _with_records(state, trial)]
-    return [(t, s) for t, s in runs if s is not None]
-
-
-def _with_records(state: CampaignState, trial: str) -> list[str]:
-    return [r for r in state.judgement.runs_of_recipe(trial) if r in state.trials]
+    """(trial, score) of every run a merged incumbent's score is the mean of
+    (``CampaignState.winner_runs``)."""
+    assert state.incumbent != "baseline", "the baseline's score is its calibration's mean"
+    return state.winner_runs(state.incumbent)
 
 
 def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
@@ -82,14 +71,14 @@ def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
     return {**verdict, "decision": decision, "reason": reason}
 
 
-def run_problem(request: RunRequested, finished: dict[str, Any] | None) -> str | None:
+def run_problem(request: RunRequested, finished: TrialFinished | None) -> str | None:
     """Why an extra run gives no score (interrupted, failed), or None when it counts."""
     if finished is None:
         return f"its run {request.trial} was not measured"
-    if finished.get("interrupted"):
+    if finished.interrupted:
         return f"not measured: its run {request.trial} was interrupted"
     if ok_score(finished) is None:
-        return f"its run {request.trial} ({request.arm}) ended {finished.get('status')}"
+        return f"its run {request.trial} ({request.arm}) ended {finished.status}"
     return None
 
 

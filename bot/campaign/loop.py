@@ -23,9 +23,11 @@ from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import Agent, AgentView, Executor, Forge, Probe, ProbeOf, ProfileRequest, Stop
 from bot.lessons.campaign import propose_lessons
 from bot.lessons.view import LessonView
-from bot.state.fold import CampaignState, agent_view
+from bot.state.model import CampaignState
+from bot.state.views import agent_view
 from gate import noise
 from gate.errors import AttuneError
+from gate.events import TrialLaunched
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig
 from gate.registry import Registry
@@ -112,23 +114,21 @@ class Campaign:
             if not record.pending_launch:
                 continue
             trial_dir = ctx.executor.workdir / "trials" / record.trial
-            launch_payload = record.launch
-            if launch_payload is None and (trial_dir / "launch.json").exists():
+            launched = record.launch
+            if launched is None and (trial_dir / "launch.json").exists():
                 # killed between the launch and its ledger record: record it now
-                launch_payload = json.loads((trial_dir / "launch.json").read_text())
-                ctx.ledger.append(
-                    ctx.name, "trial_launched", {"trial": record.trial, **launch_payload}
-                )
-            if launch_payload is None:
+                stored = json.loads((trial_dir / "launch.json").read_text())
+                payload = {"trial": record.trial, **stored}
+                ctx.ledger.append(ctx.name, "trial_launched", payload)
+                launched = TrialLaunched.model_validate(payload)
+            if launched is None:
                 ctx.ledger.append(
                     ctx.name,
                     "trial_abandoned",
                     {"trial": record.trial, "reason": "the bot stopped before launching it"},
                 )
                 continue
-            launch = Launch.model_validate(
-                {k: v for k, v in launch_payload.items() if k != "trial"}
-            )
+            launch = Launch.model_validate(launched.model_dump(exclude={"trial", "v"}))
             ctx.progress.update(ctx.state(), "reconcile", f"waiting for {record.trial}")
             ctx.executor.finish(record.trial, launch, reconciled=True)
 
@@ -142,10 +142,10 @@ class Campaign:
                 return
             done = [t for t in state.role_trials("calibration") if t.finished]
             # an interrupted run (stopped, its node lost) says nothing: another one replaces it
-            counted = [t for t in done if t.finished and not t.finished.get("interrupted")]
-            failed = [t for t in counted if t.finished and t.finished["status"] != "ok"]
+            counted = [t for t in done if t.finished and not t.finished.interrupted]
+            failed = [t for t in counted if t.finished and t.finished.status != "ok"]
             if failed:
-                error = failed[0].finished["error"] if failed[0].finished else ""
+                error = (failed[0].finished.error if failed[0].finished else "") or ""
                 ctx.stop("baseline_failed", [f"{failed[0].trial}: {error}"])
                 raise AttuneError(f"the baseline does not run: {error}", path=params.recipe_path)
             if len(counted) >= params.calibration_runs:
@@ -160,8 +160,8 @@ class Campaign:
             trial = f"baseline-{len(done) + 1}"
             ctx.progress.update(state, "calibrate", f"{trial} of {params.calibration_runs}")
             if not ctx.bench(trial, "calibration", baseline):
-                refused = ctx.state().trials[trial].refused or {}
-                why = str(refused.get("message") or "the budget cannot cover the calibration runs")
+                refused = ctx.state().trials[trial].refused
+                why = refused.message if refused else "the budget cannot cover the calibration runs"
                 ctx.stop("budget", [why])
                 raise AttuneError(f"the calibration runs cannot launch: {why}")
             state = ctx.state()

@@ -8,7 +8,8 @@ out-of-memory runs as censored observations (``gate.memory``).
 
 from __future__ import annotations
 
-from bot.state.fold import CampaignState, fold
+from bot.state.fold import campaign_state
+from bot.state.model import CampaignState
 from gate.ledger import Ledger
 from gate.memory import (
     MemoryCalibration,
@@ -31,7 +32,7 @@ class MemoryGuard:
         self._read = False
 
     def _state(self) -> CampaignState:
-        return fold(self.campaign, self.ledger.events(self.campaign))
+        return campaign_state(self.ledger, self.campaign)
 
     def capacity_bytes(self, state: CampaignState) -> int | None:
         if not self._read and state.params is not None:
@@ -43,8 +44,8 @@ class MemoryGuard:
         runs = [
             (
                 t.predicted_peak_bytes,
-                (t.finished or {}).get("peak_memory_bytes"),
-                str((t.finished or {}).get("status")),
+                t.finished.peak_memory_bytes,
+                t.finished.status,
             )
             for t in state.trials.values()
             if t.predicted_peak_bytes and t.finished

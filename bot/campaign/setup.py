@@ -19,7 +19,8 @@ from bot.campaign.context import Progress
 from bot.campaign.loop import Campaign
 from bot.interfaces import Agent, Executor, Forge
 from bot.lessons.campaign import lessons_for
-from bot.state.fold import CampaignParams, fold
+from bot.state.fold import campaign_state
+from bot.state.model import CampaignParams
 from gate import sequential
 from gate.budget import check_budget_hours
 from gate.errors import AttuneError
@@ -176,7 +177,7 @@ def build_campaign(
     lessons_dir: Path | None = None,
 ) -> Campaign:
     """The campaign ``name`` of ``ledger`` with the agent it was opened with (or ``agent``)."""
-    params = fold(name, ledger.events(name)).params
+    params = campaign_state(ledger, name).params
     if params is None:
         raise AttuneError(f"no campaign {name} in the ledger")
     recipe = parse_recipe(params.recipe_text, path=params.recipe_path)

@@ -19,7 +19,8 @@ from pathlib import Path
 from bot.console import console
 from bot.lessons.audit import Audit, audit
 from bot.lessons.bank import BANK_DIR, Lesson, load_bank
-from bot.state.fold import CampaignState, fold
+from bot.state.fold import campaign_state
+from bot.state.model import CampaignState
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.registry import load_registry
@@ -65,7 +66,7 @@ def read_campaign(root: Path, ledger: str, campaign: str) -> CampaignState | str
                     return f"no campaign {campaign} in {ledger}"
                 if not opened.verify().ok:
                     return f"{ledger}: its hash chain is broken"
-                return fold(campaign, opened.events(campaign))
+                return campaign_state(opened, campaign)
         except AttuneError as exc:
             return f"{ledger}: {exc}"
 

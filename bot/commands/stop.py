@@ -17,13 +17,12 @@ from pathlib import Path
 from types import FrameType
 
 from bot.console import console
-from bot.state.fold import fold
+from bot.state.fold import campaign_state, fold
 from gate.errors import AttuneError
+from gate.events import RESUMABLE
 from gate.ledger import Ledger
 
 STOP_FILE = "stop-requested"
-RESUMABLE = ("requested", "agent_error", "agent_spend_cap")
-"""Stops ``--resume`` reopens: a stop request, the LLM agent's API failing, its spend cap."""
 
 
 def stop(workdir: Path) -> int:
@@ -38,7 +37,7 @@ def stop(workdir: Path) -> int:
     if state.stopped is not None:
         raise AttuneError(
             f"campaign {state.campaign} has already stopped "
-            f"({state.stopped.get('reason', '?')}): nothing to stop",
+            f"({state.stopped.reason}): nothing to stop",
             path=str(workdir),
         )
     (workdir / STOP_FILE).write_text("requested by `attune stop`\n")
@@ -57,8 +56,8 @@ def stop_requested(workdir: Path) -> Callable[[], bool]:
 def withdraw(ledger: Ledger, name: str, workdir: Path) -> None:
     """On ``--resume``: forget a stop request, and reopen a campaign it stopped."""
     (workdir / STOP_FILE).unlink(missing_ok=True)
-    stopped = fold(name, ledger.events(name)).stopped
-    if stopped is not None and stopped.get("reason") in RESUMABLE:
+    stopped = campaign_state(ledger, name).stopped
+    if stopped is not None and stopped.reason in RESUMABLE:
         ledger.append(name, "campaign_resumed", {"by": getpass.getuser()})
 
 

@@ -29,7 +29,8 @@ from bot.forges.local import LocalForge
 from bot.interfaces import Agent
 from bot.render import llm_line, noise_line, simulated_note
 from bot.report.build import write_report
-from bot.state.fold import CampaignParams, CampaignState, fold
+from bot.state.fold import campaign_state
+from bot.state.model import CampaignParams, CampaignState
 from gate import sequential
 from gate.budget import check_budget_hours
 from gate.errors import AttuneError
@@ -181,7 +182,7 @@ def run_campaign(
     ``lessons_dir`` the experience bank (default ``registry/lessons/``)."""
     ledger, name = open_ledger(workdir)
     with ledger, own_campaign_dir(workdir), sigterm_interrupts():  # one process owns it
-        params = fold(name, ledger.events(name)).params
+        params = campaign_state(ledger, name).params
         backend = make_backend(
             (params.backend if params else None) or "local",
             should_stop=stop_requested(workdir),
@@ -220,7 +221,7 @@ def run_campaign(
 
 
 def summarize(state: CampaignState, report: Path) -> None:
-    stopped = state.stopped or {}
+    stopped = state.stopped
     console.rule("[bold]campaign finished")
     simulated = simulated_note(state.params.simulation if state.params else None)
     if simulated:
@@ -236,8 +237,8 @@ def summarize(state: CampaignState, report: Path) -> None:
         console.print(noise_line(state.noise))
     if state.llm:
         console.print(f"LLM agent: {llm_line(state.llm)}")
-    console.print(f"stopped: {stopped.get('reason', '?')}")
-    for line in stopped.get("evidence", [])[:12]:
+    console.print(f"stopped: {stopped.reason if stopped else '?'}")
+    for line in (stopped.evidence if stopped else [])[:12]:
         console.print(f"  - {line}")
     console.print(f"report: {report}")
     console.print(f"plot:   {report.with_suffix('.png')}")
@@ -294,7 +295,7 @@ def resume_campaign(workdir: Path, backend: str | None) -> None:
     with own_campaign_dir(workdir):  # owned from the withdrawal to the run's end
         ledger, name = open_ledger(workdir, "resume the campaign")
         with ledger:
-            params = fold(name, ledger.events(name)).params
+            params = campaign_state(ledger, name).params
             opened_on = (params.backend if params else None) or "local"
             if backend is not None and backend != opened_on:
                 raise AttuneError(

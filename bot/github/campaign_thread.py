@@ -23,19 +23,15 @@ from bot.github.public_text import for_the_pull_request
 from bot.github.settings import Settings
 from bot.interfaces import HeadMoved
 from bot.render import replies
-from bot.state.fold import CampaignParams, CampaignState, fold
+from bot.state.fold import campaign_state
+from bot.state.model import CampaignParams, CampaignState
 from gate.errors import AttuneError
-from gate.events import StopReason
+from gate.events import RESUMABLE, StopReason
 from gate.ledger import Ledger
 from gate.registry import Registry
 from runners.backends import make_backend
 
 log = logging.getLogger("attune.github")
-
-RESUMABLE: frozenset[StopReason] = frozenset(
-    {"requested", "error", "permission", "agent_error", "agent_spend_cap"}
-)
-"""Stop reasons ``/attune resume`` may undo; the others mean the campaign is finished."""
 
 
 @dataclass
@@ -55,7 +51,7 @@ class Running:
 
 def _state(settings: Settings, campaign: str) -> CampaignState:
     with Ledger(settings.ledger_path) as ledger:
-        return fold(campaign, ledger.events(campaign))
+        return campaign_state(ledger, campaign)
 
 
 def check_start(repo: RepoClient, number: int, state: CampaignState) -> None:
@@ -171,7 +167,7 @@ def _stopped(
         else "error"
     )
     with Ledger(settings.ledger_path) as ledger:
-        if fold(campaign, ledger.events(campaign)).stopped is None:
+        if campaign_state(ledger, campaign).stopped is None:
             ledger.append(campaign, "campaign_stopped", {"reason": reason, "evidence": [str(exc)]})
     # the pull request gets a short line; the bot's log, the whole error (stderr, URLs)
     problem = for_the_pull_request(log, f"campaign {campaign} stopped ({reason})", exc)

@@ -16,7 +16,16 @@ from typing import Any
 from github import Auth, Github, GithubException, GithubIntegration, UnknownObjectException
 from github.GithubObject import NotSet
 
-from bot.github.records import ChangedFile, CheckRun, IssueComment, Pull, WorkflowRun
+from bot.github.records import (
+    ChangedFile,
+    CheckRun,
+    IssueComment,
+    Pull,
+    WorkflowRun,
+    check_record,
+    pull_record,
+    run_record,
+)
 from bot.github.settings import Settings
 from bot.interfaces import ForgeError
 
@@ -40,54 +49,6 @@ def _answers(what: str) -> Iterator[None]:
         raise GitHubError(exc.status, str(message or ""), what) from None
 
 
-def _pull(p: Any, changed_files: int | None = None) -> Pull:
-    return Pull(
-        number=p.number,
-        title=p.title,
-        body=p.body or "",
-        state=p.state,
-        merged=bool(p.merged),
-        base_ref=p.base.ref,
-        head_ref=p.head.ref,
-        head_sha=p.head.sha,
-        base_repo=p.base.repo.full_name,
-        head_repo=p.head.repo.full_name if p.head.repo is not None else None,
-        labels=[label.name for label in p.labels],
-        merge_commit_sha=p.merge_commit_sha,
-        changed_files=changed_files,
-    )
-
-
-def _check(run: Any) -> CheckRun:
-    return CheckRun(
-        id=run.id,
-        name=run.name,
-        status=run.status,
-        conclusion=run.conclusion,
-        summary=(run.output.summary if run.output else None) or "",
-        app_slug=run.app.slug if run.app is not None else None,
-        check_suite_id=run.check_suite.id if run.check_suite is not None else None,
-    )
-
-
-def _run(run: Any) -> WorkflowRun:
-    return WorkflowRun(
-        id=run.id,
-        display_title=run.display_title,
-        path=run.path,
-        event=run.event,
-        head_branch=run.head_branch,
-        head_sha=run.head_sha,
-        actor=run.actor.login if run.actor is not None else None,
-        status=run.status,
-        conclusion=run.conclusion,
-        created_at=run.created_at,
-        started_at=run.run_started_at,
-        updated_at=run.updated_at,
-        check_suite_id=run.check_suite_id,
-    )
-
-
 class RepoClient:
     """One repository, as an installation of the App sees it."""
 
@@ -109,13 +70,13 @@ class RepoClient:
     def pull(self, number: int) -> Pull:
         with _answers(f"read #{number}"):
             found = self._repo.get_pull(number)
-            return _pull(found, changed_files=found.changed_files)
+            return pull_record(found, changed_files=found.changed_files)
 
     def pulls(self, *, base: str | None = None, head: str | None = None) -> list[Pull]:
         """Open and closed pull requests, optionally by base branch or ``owner:branch`` head."""
         filters = {k: v for k, v in (("base", base), ("head", head)) if v is not None}
         with _answers("list pull requests"):
-            return [_pull(p) for p in self._repo.get_pulls(state="all", **filters)]
+            return [pull_record(p) for p in self._repo.get_pulls(state="all", **filters)]
 
     def pull_files(self, number: int) -> list[ChangedFile]:
         with _answers(f"list the files of #{number}"):
@@ -213,7 +174,7 @@ class RepoClient:
             found = self._repo.get_commit(sha).get_check_runs(
                 **({"check_name": name} if name else {})
             )
-            return [_check(run) for run in found]
+            return [check_record(run) for run in found]
 
     def post_check(self, name: str, sha: str, *, conclusion: str, summary: str) -> None:
         """A completed check run ``name`` on ``sha``: the existing one edited, else a new one."""
@@ -263,11 +224,11 @@ class RepoClient:
                 head_sha=head_sha or NotSet, event=event or NotSet
             )
             for run in found:
-                yield _run(run)
+                yield run_record(run)
 
     def workflow_run(self, run_id: int) -> WorkflowRun:
         with _answers(f"read run {run_id}"):
-            return _run(self._repo.get_workflow_run(run_id))
+            return run_record(self._repo.get_workflow_run(run_id))
 
     def job_seconds(self, run_id: int) -> float:
         """How long the run's jobs held their runners, by GitHub's clock: from the first job's

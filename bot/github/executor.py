@@ -22,7 +22,7 @@ from bot.github.pins import Pins, pins_of, verify_pins
 from bot.github.records import CheckRun, WorkflowRun
 from bot.github.results import MAX_RESULT_BYTES, check_result, read_result
 from bot.interfaces import Role
-from bot.state.fold import fold
+from bot.state.fold import campaign_state
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig, Recipe, TrialResult
@@ -78,7 +78,7 @@ class ActionsExecutor(LocalExecutor):
         self.run_timeout_s = run_timeout_s
 
     def _pins(self, trial: str) -> Pins:
-        return pins_of(fold(self.campaign, self.ledger.events(self.campaign)), trial)
+        return pins_of(campaign_state(self.ledger, self.campaign), trial)
 
     def pinned_commit(self, trial: str) -> str:
         """The commit to benchmark, checked against GitHub (``pins.verify_pins``)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bot.github.client import RepoClient
 from bot.interfaces import HeadMoved
-from bot.state.fold import CampaignState
+from bot.state.model import CampaignState
 from gate.errors import AttuneError
 
 

@@ -69,3 +69,52 @@ class IssueComment:
     body: str
     raw: Any = field(repr=False, compare=False)
     """PyGithub's comment, kept to edit it without fetching it again."""
+
+
+def pull_record(p: Any, changed_files: int | None = None) -> Pull:
+    """A PyGithub pull request as a ``Pull`` (PyGithub's objects are read, never imported)."""
+    return Pull(
+        number=p.number,
+        title=p.title,
+        body=p.body or "",
+        state=p.state,
+        merged=bool(p.merged),
+        base_ref=p.base.ref,
+        head_ref=p.head.ref,
+        head_sha=p.head.sha,
+        base_repo=p.base.repo.full_name,
+        head_repo=p.head.repo.full_name if p.head.repo is not None else None,
+        labels=[label.name for label in p.labels],
+        merge_commit_sha=p.merge_commit_sha,
+        changed_files=changed_files,
+    )
+
+
+def check_record(run: Any) -> CheckRun:
+    return CheckRun(
+        id=run.id,
+        name=run.name,
+        status=run.status,
+        conclusion=run.conclusion,
+        summary=(run.output.summary if run.output else None) or "",
+        app_slug=run.app.slug if run.app is not None else None,
+        check_suite_id=run.check_suite.id if run.check_suite is not None else None,
+    )
+
+
+def run_record(run: Any) -> WorkflowRun:
+    return WorkflowRun(
+        id=run.id,
+        display_title=run.display_title,
+        path=run.path,
+        event=run.event,
+        head_branch=run.head_branch,
+        head_sha=run.head_sha,
+        actor=run.actor.login if run.actor is not None else None,
+        status=run.status,
+        conclusion=run.conclusion,
+        created_at=run.created_at,
+        started_at=run.run_started_at,
+        updated_at=run.updated_at,
+        check_suite_id=run.check_suite_id,
+    )

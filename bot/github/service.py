@@ -13,15 +13,17 @@ from typing import Any
 
 from bot.campaign.setup import DEFAULT_STEPS, DEFAULT_WARMUP, agent_problem, open_campaign
 from bot.forges.github import PullContext
-from bot.github.campaign_thread import RESUMABLE, Running, run_campaign
+from bot.github.campaign_thread import Running, run_campaign
 from bot.github.client import RepoClients, app_slug
 from bot.github.commands import Command, over_the_caps
 from bot.github.public_text import for_the_pull_request
 from bot.github.screening import bound_head, screen_recipe
 from bot.github.settings import Settings
 from bot.render import replies
-from bot.state.fold import CampaignState, fold
+from bot.state.fold import campaign_state
+from bot.state.model import CampaignState
 from gate.errors import AttuneError
+from gate.events import RESUMABLE
 from gate.ledger import Ledger
 
 log = logging.getLogger("attune.github")
@@ -55,7 +57,7 @@ class GitHubCampaigns:
 
     def _state(self, campaign: str) -> CampaignState:
         with Ledger(self.settings.ledger_path) as ledger:
-            return fold(campaign, ledger.events(campaign))
+            return campaign_state(ledger, campaign)
 
     def _alive(self, repo: str, number: int) -> Running | None:
         with self._lock:
@@ -68,14 +70,14 @@ class GitHubCampaigns:
     def overview(self) -> list[dict[str, Any]]:
         with Ledger(self.settings.ledger_path) as ledger:
             names = ledger.campaigns()
-            states = [fold(name, ledger.events(name)) for name in names]
+            states = [campaign_state(ledger, name) for name in names]
         alive = {r.campaign for r in self.running.values() if r.alive()}
         return [
             {
                 "campaign": s.campaign,
                 "running": s.campaign in alive,
                 "tuned_pr": s.tuned_pr,
-                "stopped": (s.stopped or {}).get("reason"),
+                "stopped": s.stopped.reason if s.stopped else None,
                 "candidates": len(s.candidates),
                 "trials": len(s.trials),
                 "spent_gpu_hours": round(s.spent_device_seconds / 3600, 6),
@@ -205,8 +207,8 @@ class GitHubCampaigns:
         campaign = names[-1]
         stopped = self._state(campaign).stopped
         if stopped is not None:
-            if stopped.get("reason") not in RESUMABLE:
-                return replies.finished(campaign, str(stopped.get("reason")))
+            if stopped.reason not in RESUMABLE:
+                return replies.finished(campaign, stopped.reason)
             with Ledger(self.settings.ledger_path) as ledger:
                 ledger.append(campaign, "campaign_resumed", {"by": ctx.user})
         self._start_for(ctx, campaign)
@@ -227,7 +229,7 @@ class GitHubCampaigns:
         their names."""
         with Ledger(self.settings.ledger_path) as ledger:
             ledger.require_intact("recover its campaigns")
-            states = [fold(name, ledger.events(name)) for name in ledger.campaigns()]
+            states = [campaign_state(ledger, name) for name in ledger.campaigns()]
         resumed = []
         for state in states:
             params = state.params

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from bot.agents.levers.directions import FAILED, direction
 from bot.lessons.bank import Evidence, Lesson
-from bot.state.fold import CampaignState, TrialRecord
+from bot.state.model import CampaignState, TrialRecord
 
 TOLERANCE_PCT = 0.05
 """How far a cited change may be from the ledger's (rounding)."""
@@ -38,8 +38,8 @@ class Audit(BaseModel):
 
 
 def measured_pct(record: TrialRecord) -> float | None:
-    gain = (record.judged or {}).get("gain")
-    return None if gain is None else 100 * float(gain)
+    gain = record.judged.gain if record.judged else None
+    return None if gain is None else 100 * gain
 
 
 def check_evidence(lesson: Lesson, cited: Evidence, state: CampaignState | str) -> list[str]:
@@ -51,11 +51,11 @@ def check_evidence(lesson: Lesson, cited: Evidence, state: CampaignState | str) 
     record = state.trials.get(cited.trial)
     if record is None or record.proposal is None:
         return [f"{where}: no such candidate trial in {cited.ledger}"]
-    changes = record.proposal.get("changes", {})
+    changes = record.proposal.changes
     moved = {k: direction(old, new) for k, (old, new) in changes.items()}
     if moved != lesson.levers:
         return [f"{where} moved {moved}, not the lesson's levers {lesson.levers}"]
-    status = (record.finished or {}).get("status")
+    status = record.finished.status if record.finished else None
     if lesson.effect == "fails":
         return [] if status in FAILED else [f"{where} did not fail (status {status})"]
     pct = measured_pct(record)

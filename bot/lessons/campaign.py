@@ -92,7 +92,7 @@ def propose_lessons(ctx: CampaignContext) -> None:
     """The end-of-campaign step (a no-op before a final stop, and after it was done)."""
     state = ctx.state()
     params = state.params
-    if params is None or state.stopped is None or state.stopped.get("reason") not in FINAL:
+    if params is None or state.stopped is None or state.stopped.reason not in FINAL:
         return
     if state.lessons_proposed is not None:
         return

@@ -19,7 +19,7 @@ import yaml
 from bot.agents.levers.directions import FAILED, direction
 from bot.lessons.bank import CampaignFacts, Evidence, Lesson, ParamRange, Scope
 from bot.lessons.view import Effect
-from bot.state.fold import CampaignState, TrialRecord
+from bot.state.model import CampaignState, TrialRecord
 
 
 def _size(params: float) -> str:
@@ -39,17 +39,17 @@ def lesson_id(campaign: str, trial: str) -> str:
 
 def _outcome(record: TrialRecord) -> tuple[Effect, float | None, float] | None:
     """(effect, measured change in percent, threshold in percent), or None: nothing learnt."""
-    judged, finished = record.judged or {}, record.finished or {}
-    threshold = 100 * float(judged.get("threshold") or 0.0)
-    if finished.get("interrupted") or record.gate_verdict == "reject":
+    judged, finished = record.judged, record.finished
+    threshold = 100 * ((judged.threshold if judged else None) or 0.0)
+    if (finished and finished.interrupted) or record.gate_verdict == "reject":
         return None
-    if finished.get("status") in FAILED:
+    if finished and finished.status in FAILED:
         return "fails", None, threshold
-    gain = judged.get("gain")
-    if gain is None:
+    gain = judged.gain if judged else None
+    if judged is None or gain is None:
         return None
-    pct = round(100 * float(gain), 2)
-    if judged.get("decision") == "merge" and pct > 0:
+    pct = round(100 * gain, 2)
+    if judged.decision == "merge" and pct > 0:
         return "faster", pct, threshold
     if pct <= -threshold:
         return "slower", pct, threshold
@@ -82,16 +82,16 @@ def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Les
         where += f", a ~{_size(facts.model_params)}-parameter model"
     out = []
     for record in state.candidates:
-        proposal, outcome = record.proposal or {}, _outcome(record)
-        if outcome is None or not proposal.get("changes"):
+        proposal, outcome = record.proposal, _outcome(record)
+        if outcome is None or proposal is None or not proposal.changes:
             continue
         effect, pct, threshold = outcome
-        changes = proposal["changes"]
+        changes = proposal.changes
         if effect == "fails":
-            status = (record.finished or {}).get("status")
+            status = record.finished.status if record.finished else None
             claim = f"{_moves(changes)} makes the run fail ({status}) on {where}"
         else:
-            reason = (record.judged or {}).get("reason") or ""
+            reason = record.judged.reason if record.judged else ""
             claim = (
                 f"{_moves(changes)} makes tokens/s/device {effect} on {where}: {pct:+.1f}% "
                 f"against the incumbent in {record.trial} ({reason})"
@@ -104,7 +104,7 @@ def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Les
                 levers={k: direction(old, new) for k, (old, new) in changes.items()},
                 effect=effect,
                 min_gain_pct=_size_claim(threshold, pct),
-                bottleneck=proposal.get("bottleneck"),
+                bottleneck=proposal.bottleneck,
                 scope=scope,
                 evidence=[
                     Evidence(

@@ -1,26 +1,29 @@
-"""All user-facing text: terminal tables, PR bodies, comments and check summaries
-(``bot/render/text.py``), and every reply the GitHub App posts (``bot/render/replies.py``)."""
+"""All user-facing text: terminal tables and lines (``bot/render/text.py``), pull-request
+bodies, comments and check summaries (``bot/render/pull_request.py``), and every reply the
+GitHub App posts (``bot/render/replies.py``)."""
 
-from bot.render.text import (
+from bot.render.pull_request import (
     CAMPAIGN_COMMENT,
     CAMPAIGN_MARKER,
     CANDIDATE_BODY,
-    CLASS_STYLE,
     CLOSING_MARKER,
     COST_COMMENT,
     COST_MARKER,
-    VERDICT_STYLE,
     campaign_comment,
     candidate_body,
     cost_comment,
-    cost_line,
     gate_summary,
-    gate_table,
     harness_note,
+    simulated_note,
+)
+from bot.render.text import (
+    CLASS_STYLE,
+    VERDICT_STYLE,
+    cost_line,
+    gate_table,
     ledger_table,
     llm_line,
     noise_line,
-    simulated_note,
     trial_line,
     verdict_line,
 )

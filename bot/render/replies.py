@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.render.text import noise_line
-from bot.state.fold import CampaignState
+from bot.state.model import CampaignState
 
 NO_CAMPAIGN = "No attune campaign on this pull request yet: `/attune tune` starts one."
 BEING_STARTED = "A campaign is being started here: `/attune status` shows it."
@@ -123,7 +123,7 @@ def status(state: CampaignState, *, running: bool) -> str:
     budget = state.params.budget_device_hours if state.params else 0.0
     lines = [f"**attune campaign `{state.campaign}`**: {'running' if running else 'not running'}"]
     if state.stopped:
-        lines.append(f"stopped: {state.stopped.get('reason')}")
+        lines.append(f"stopped: {state.stopped.reason}")
     lines.append(
         f"{len(state.candidates)} candidate(s), {len(state.trials)} trial(s); "
         f"{state.spent_device_seconds / 3600:.4f} of {budget:.4f} GPU-hours spent"

@@ -10,7 +10,8 @@ from typing import Any
 
 from bot.campaign.context import anchor_line
 from bot.lessons.campaign import FINAL
-from bot.render.text import harness_note, llm_line, simulated_note
+from bot.render.pull_request import harness_note, simulated_note
+from bot.render.text import llm_line
 from bot.report.judgement import confirmation_of, judgement_section
 from bot.report.model import (
     NO_CHANGE,
@@ -21,7 +22,9 @@ from bot.report.model import (
     RunRow,
 )
 from bot.report.plot import render_plot as render_plot  # re-exported: part of this API
-from bot.state.fold import CampaignState, TrialRecord, fold
+from bot.state.fold import fold
+from bot.state.model import CampaignState, TrialRecord
+from gate.event_codec import to_payload
 from gate.ledger import LedgerEvent
 from gate.postlaunch_reference import summary
 
@@ -40,7 +43,7 @@ def build_report(events: list[LedgerEvent]) -> CampaignReport:
 def report_of(state: CampaignState) -> CampaignReport:
     """Every row and number of the report, read from ``CampaignState``: the same fold, and so
     the same speedup and spend, as the console, the campaign comment and ``/attune status``."""
-    params, stopped = state.params, state.stopped or {}
+    params, stopped = state.params, state.stopped
     report = CampaignReport(
         campaign=state.campaign,
         baseline=params.baseline if params else None,
@@ -54,12 +57,12 @@ def report_of(state: CampaignState) -> CampaignReport:
         device_seconds=state.spent_device_seconds,
         device_hours=state.spent_device_seconds / 3600,
         stopped=state.stopped is not None,
-        stop_reason=stopped.get("reason"),
-        evidence=[str(x) for x in stopped.get("evidence") or []],
+        stop_reason=stopped.reason if stopped else None,
+        evidence=list(stopped.evidence) if stopped else [],
         harness=state.harness[0],
         overridden=state.harness[1],
         lessons_read=params.lessons if params else True,
-        lessons_proposed=state.lessons_proposed,
+        lessons_proposed=to_payload(state.lessons_proposed) if state.lessons_proposed else None,
         llm=state.llm,
         assumptions=state.assumptions,
         confirmation=confirmation_of(state),
@@ -69,15 +72,16 @@ def report_of(state: CampaignState) -> CampaignReport:
         if record.role == "candidate":
             report.candidates.append(_candidate_row(record))
         elif record.started or record.finished is not None:
-            finished = record.finished or {}
+            finished = record.finished
+            profile = finished.profile if finished else None
             report.runs.append(
                 RunRow(
                     trial=record.trial,
                     role=record.role or "other",
-                    status=finished.get("status"),
-                    score=_float(finished.get("score")),
+                    status=finished.status if finished else None,
+                    score=finished.score if finished else None,
                     device_seconds=record.device_seconds,
-                    profile=finished.get("profile"),
+                    profile=profile.model_dump(mode="json") if profile else None,
                 )
             )
     if state.noise is not None:
@@ -101,32 +105,30 @@ def report_of(state: CampaignState) -> CampaignReport:
 
 
 def _candidate_row(record: TrialRecord) -> CandidateRow:
-    p, finished, judged = record.proposal or {}, record.finished or {}, record.judged or {}
-    refused = record.refused or {}
+    p, finished, judged, refused = record.proposal, record.finished, record.judged, record.refused
+    scores = (finished.score if finished else None, judged.score if judged else None)
     return CandidateRow(
         trial=record.trial,
         pr=record.pr,
-        lever=" + ".join(str(k) for k in p.get("lever") or []),
-        changes={str(k): list(v) for k, v in (p.get("changes") or {}).items()},
+        lever=" + ".join(p.lever) if p else "",
+        changes={k: list(v) for k, v in p.changes.items()} if p else {},
         hypothesis=Hypothesis(
-            bottleneck=str(p.get("bottleneck") or ""),
-            mechanism=str(p.get("mechanism") or ""),
-            expected_gain_pct=_float(p.get("expected_gain_pct")),
-            sources=[str(s) for s in p.get("sources") or []],
-            lessons=[str(x) for x in p.get("lessons_used") or []],
+            bottleneck=p.bottleneck if p else "",
+            mechanism=p.mechanism if p else "",
+            expected_gain_pct=p.expected_gain_pct if p else None,
+            sources=list(p.sources) if p else [],
+            lessons=list(p.lessons_used) if p else [],
         ),
-        recipe_text=p.get("recipe_text"),
+        recipe_text=p.recipe_text if p else None,
         verdict=record.gate_verdict,
-        findings=record.gate_findings,
-        refusal_reason=refused.get("reason"),
-        refusal=refused.get("message"),
-        status=finished.get("status"),
-        score=_float(
-            next((v for v in (finished.get("score"), judged.get("score")) if v is not None), None)
-        ),
-        gain=_float(judged.get("gain")),
-        decision=judged.get("decision"),
-        reason=judged.get("reason"),
+        findings=[f.model_dump(mode="json", by_alias=True) for f in record.gate_findings],
+        refusal_reason=refused.reason if refused else None,
+        refusal=refused.message if refused else None,
+        status=finished.status if finished else None,
+        score=next((v for v in scores if v is not None), None),
+        gain=judged.gain if judged else None,
+        decision=judged.decision if judged else None,
+        reason=judged.reason if judged else None,
         merged=record.merged_sha is not None,
         closed=record.closed,
         device_seconds=record.device_seconds,

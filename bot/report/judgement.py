@@ -4,33 +4,30 @@ confirmation against the baseline with its confidence interval (``docs/judgement
 
 from __future__ import annotations
 
-from typing import Any
-
-from bot.state.fold import CampaignState
+from bot.state.model import CampaignState
 from gate import sequential
+from gate.events_judgement import ConfirmationFinished
 from gate.sequential import Interval
 
 
 def confirmation_of(state: CampaignState) -> Interval | None:
     """The winner's confirmed speedup and interval; None before (or without) a confirmation."""
     c = state.judgement.confirmed
-    if not c or c.get("speedup") is None:
+    if not c or c.speedup is None or c.low is None or c.high is None:
         return None
-    return Interval(
-        pairs=c["pairs"], speedup=c["speedup"], low=c["low"], high=c["high"], level=c["level"]
-    )
+    return Interval(pairs=c.pairs, speedup=c.speedup, low=c.low, high=c.high, level=c.level)
 
 
-def confirmation_text(confirmed: dict[str, Any]) -> str:
+def confirmation_text(confirmed: ConfirmationFinished) -> str:
     """One line: the winner's speedup over the baseline from interleaved pairs, with its CI."""
-    winner, pairs = confirmed["winner"], confirmed["pairs"]
-    note = f" ({confirmed['note']})" if confirmed.get("note") else ""
-    if confirmed.get("speedup") is None:
+    winner, pairs = confirmed.winner, confirmed.pairs
+    note = f" ({confirmed.note})" if confirmed.note else ""
+    if confirmed.speedup is None:
         return f"winner {winner} not confirmed against the baseline{note}"
-    text = f"winner {winner} confirmed against the baseline: {confirmed['speedup']:.3f}x"
-    if confirmed.get("low") is not None and confirmed.get("high") is not None:
-        level = f"{float(confirmed['level']):.0%}"
-        text += f" ({level} CI {confirmed['low']:.3f}x to {confirmed['high']:.3f}x)"
+    text = f"winner {winner} confirmed against the baseline: {confirmed.speedup:.3f}x"
+    if confirmed.low is not None and confirmed.high is not None:
+        level = f"{confirmed.level:.0%}"
+        text += f" ({level} CI {confirmed.low:.3f}x to {confirmed.high:.3f}x)"
     return f"{text} over {pairs} interleaved pair(s){note}"
 
 
@@ -52,21 +49,20 @@ def judgement_section(state: CampaignState) -> list[str]:
         )
     out.append(f"{text} (`docs/judgement.md`).")
     out.append("")
-    rows = [t for t in state.candidates if t.judged and t.judged.get("pairs") is not None]
-    for t in rows:
-        j = t.judged or {}
-        mean, se = j.get("paired_mean"), j.get("paired_se")
+    judged = [t.judged for t in state.candidates if t.judged and t.judged.pairs is not None]
+    for j in judged:
+        mean, se = j.paired_mean, j.paired_se
         shown = f"{mean:+.2%} ± {se:.2%}" if mean is not None and se is not None else "-"
-        out.append(f"- {t.trial}: re-measured over {j['pairs']} pair(s), {shown}: {j['decision']}")
-    if not rows:
+        out.append(f"- {j.trial}: re-measured over {j.pairs} pair(s), {shown}: {j.decision}")
+    if not judged:
         out.append("- no candidate needed re-measuring")
     for incumbent, r in state.judgement.recalibrations.items():
         out.append(
-            f"- noise recalibrated for {incumbent} ({', '.join(r['keys'])} changed): "
-            f"cv {r['cv']:.2%}, threshold {r['threshold']:.2%}, from {len(r['trials'])} runs"
+            f"- noise recalibrated for {incumbent} ({', '.join(r.keys)} changed): "
+            f"cv {r.cv:.2%}, threshold {r.threshold:.2%}, from {len(r.trials)} runs"
         )
     if state.judgement.confirmed:
         out.append(f"- {confirmation_text(state.judgement.confirmed)}")
     elif state.judgement.confirmation:
-        out.append(f"- confirmation of {state.judgement.confirmation['winner']} under way")
+        out.append(f"- confirmation of {state.judgement.confirmation.winner} under way")
     return out

@@ -33,6 +33,7 @@ from bot.agents.claude.tools import Decision, ToolBox
 from bot.commands.stop import STOP_FILE
 from bot.interfaces import AgentView, ProbeOf, Stop
 from bot.state.fold import fold
+from gate.events_agent import AgentAssumption, ModelCalled
 from gate.ledger import Ledger
 from gate.registry import Registry
 
@@ -87,32 +88,33 @@ class ClaudeAgent:
             "cache_control": cached,
         }
         history: list[dict[str, Any]] = [{"role": "user", "content": [opening]}]
-        calls = [e.payload for e in events if e.kind == "model_called"]
-        spent = sum(_charged(p) for p in calls)
+        typed = [e.event for e in events if e.kind in ("model_called", "agent_assumption")]
+        calls = [c for c in typed if isinstance(c, ModelCalled)]
+        spent = sum(_charged(c.cost_usd) for c in calls)
         asked = {
-            e.payload["call"]
-            for e in events
-            if e.kind == "agent_assumption" and e.payload["conversation"] == conversation
+            a.call
+            for a in typed
+            if isinstance(a, AgentAssumption) and a.conversation == conversation
         }
         started, finished = tool_runs.recorded(events, conversation)
         call = 0
-        for past in (p for p in calls if p["conversation"] == conversation):
+        for past in (c for c in calls if c.conversation == conversation):
             box.begin_turn()
             run = tool_runs.runner(
-                self.ledger, self.campaign, box, conversation, past["call"], started, finished
+                self.ledger, self.campaign, box, conversation, past.call, started, finished
             )
-            answer = messages.reply(past["content"], past["stop_reason"], run)
+            answer = messages.reply(past.content, past.stop_reason, run)
             if answer.interrupted:
                 return _interrupted()
-            if answer.question is not None and past["call"] not in asked:
-                self._assume(conversation, past["call"], answer.question)
+            if answer.question is not None and past.call not in asked:
+                self._assume(conversation, past.call, answer.question)
             if answer.decision is not None:
                 return answer.decision
             history += [
-                {"role": "assistant", "content": past["content"]},
+                {"role": "assistant", "content": past.content},
                 {"role": "user", "content": answer.content},
             ]
-            call = past["call"] + 1
+            call = past.call + 1
         bad = 0
         for _ in range(MAX_CALLS):
             if spent >= self.settings.spend_cap_usd:
@@ -229,13 +231,9 @@ def _stop_file(workdir: Path) -> Callable[[], bool]:
     return lambda: (workdir / STOP_FILE).exists()
 
 
-def _charged(payload: dict[str, Any]) -> float:
+def _charged(cost: float) -> float:
     """A recorded call's cost as the spend cap counts it: never negative, never NaN (a
     ledger written before usage was validated may hold either)."""
-    try:
-        cost = float(payload.get("cost_usd", 0.0))
-    except (TypeError, ValueError):
-        return 0.0
     return cost if math.isfinite(cost) and cost > 0 else 0.0
 
 

@@ -9,26 +9,23 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.agents.claude.tools import Decision, Outcome, ToolBox
+from gate.events_agent import ToolFinished, ToolStarted
 from gate.ledger import Ledger, LedgerEvent
 
 Started = set[tuple[int, str]]
-Finished = dict[tuple[int, str], dict[str, Any]]
+Finished = dict[tuple[int, str], ToolFinished]
 
 
 def recorded(events: Sequence[LedgerEvent], conversation: str) -> tuple[Started, Finished]:
     """(call, tool_use_id) of the conversation's tool calls that started, and of those that
-    finished with their ``tool_finished`` payloads."""
+    finished with their ``tool_finished`` events."""
     tools = [
-        e
-        for e in events
-        if e.kind in ("tool_started", "tool_finished") and e.payload["conversation"] == conversation
+        t
+        for t in (e.event for e in events if e.kind in ("tool_started", "tool_finished"))
+        if isinstance(t, ToolStarted | ToolFinished) and t.conversation == conversation
     ]
-    started = {(e.payload["call"], e.payload["tool_use_id"]) for e in tools}
-    finished = {
-        (e.payload["call"], e.payload["tool_use_id"]): e.payload
-        for e in tools
-        if e.kind == "tool_finished"
-    }
+    started = {(t.call, t.tool_use_id) for t in tools}
+    finished = {(t.call, t.tool_use_id): t for t in tools if isinstance(t, ToolFinished)}
     return started, finished
 
 
@@ -51,8 +48,8 @@ def runner(
         name, use_id = str(use.get("name")), str(use.get("id"))
         key = (call, use_id)
         done = finished.get(key)
-        if done is not None and done["outcome"] == "timeout":
-            return Outcome(str(done.get("message") or f"{name} timed out"), True)
+        if done is not None and done.outcome == "timeout":
+            return Outcome(done.message or f"{name} timed out", True)
         if done is not None:
             return box.call(name, use.get("input"))
         if key in started:

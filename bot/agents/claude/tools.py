@@ -27,7 +27,9 @@ from bot.agents.claude.catalogue import coupled_splits, remaining_moves
 from bot.agents.claude.source_tree import SourceError, SourceTree
 from bot.agents.claude.tool_specs import INPUTS, GetMemory, Propose, StopInput
 from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
-from bot.state.fold import CampaignState
+from bot.state.model import CampaignState
+from bot.state.views import trial_summary
+from gate.budget import failed_on_its_own
 from gate.registry import Registry
 
 Decision = Proposal | ProfileRequest | Stop
@@ -160,19 +162,7 @@ class ToolBox:
         return Outcome(_json({a.key: info}))
 
     def _get_history(self, a: Any) -> Outcome:
-        trials = []
-        for t in self.state.trials.values():
-            f, j = t.finished or {}, t.judged or {}
-            row: dict[str, Any] = {"trial": t.trial, "role": t.role}
-            if t.proposal:
-                row["changes"] = t.proposal.get("changes")
-            row.update(gate=t.gate_verdict, status=f.get("status"), score=f.get("score"))
-            row.update(decision=j.get("decision"), gain=j.get("gain"), reason=j.get("reason"))
-            if f.get("error"):
-                row["error"] = str(f["error"]).strip().splitlines()[0][:300]
-            if t.refused:
-                row["refused"] = t.refused.get("message")
-            trials.append({k: v for k, v in row.items() if v is not None})
+        trials = [trial_summary(t) for t in self.state.trials.values()]
         v = self.view
         summary = {
             "incumbent": v.incumbent,
@@ -186,8 +176,8 @@ class ToolBox:
     def _get_profile(self, a: Any) -> Outcome:
         profile = self.state.profiles.get(a.trial)
         record = self.state.trials.get(a.trial)
-        if profile is None and record and record.finished and record.finished.get("profile"):
-            return Outcome(_json(record.finished["profile"]))
+        if profile is None and record and record.finished and record.finished.profile:
+            return Outcome(_json(record.finished.profile.model_dump(mode="json")))
         if profile is None:
             have = ", ".join(self.state.profiles) or "none"
             return Outcome(f"no profile of {a.trial} (profiled incumbents: {have})", True)
@@ -229,9 +219,9 @@ class ToolBox:
         if probe is None:
             return _refused(["the framework's validation rejects these changes"])
         failed = {
-            str(t.finished["fingerprint"]): t.trial
+            t.finished.fingerprint: t.trial
             for t in self.state.trials.values()
-            if t.finished and t.finished["status"] != "ok" and not t.finished.get("interrupted")
+            if t.finished and failed_on_its_own(t.finished)
         }
         if probe.effective is not None and probe.baseline is not None:
             gate = checks.gate_problems(probe.baseline, probe.effective, self.registry)
