@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import signal
 import time
 from pathlib import Path
@@ -18,15 +17,15 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from gate.errors import AttuneError
-from gate.models import EffectiveConfig, Recipe, TrialResult, TrialStatus
+from gate.models import EffectiveConfig, Recipe, TrialResult
 from gate.postlaunch import first_loss
 from gate.prelaunch import Machine, resource_problem
 from gate.throughput import tokens_per_second_per_device
 from runners.adapters import get_adapter
 from runners.embedded.config import WorkloadConfig, rank_memory_bytes
 from runners.local import Backend, LocalBackend, RunHandle, RunOutcome
-from runners.log_failures import RunEnd, run_status
 from runners.profile_trace import breakdown_from_traces
+from runners.run_outcome import classify, output_lines
 from runners.supervise import alive
 
 DEFAULT_STEPS = 12
@@ -53,58 +52,6 @@ def check_timeout(timeout_s: float) -> None:
         raise AttuneError(
             f"--timeout must be positive seconds, at most {MAX_TIMEOUT_S:.0f}, got {timeout_s}"
         )
-
-
-OOM_PATTERN = re.compile(
-    r"out of memory|can't allocate memory|MemoryError|Cannot allocate memory", re.IGNORECASE
-)
-
-
-def _tail(path: str, lines: int = 12) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def classify(
-    outcome: RunOutcome,
-    *,
-    steps_logged: int,
-    steps_wanted: int,
-    nonfinite: bool,
-    lines: list[str] | None = None,
-) -> tuple[TrialStatus, str | None]:
-    """Status and error text of a finished launch (``log_failures.run_status``): NaN/Inf in any
-    step record first (unless the log shows an OOM), then the wall-clock limit, a hang, what the
-    log says of a failed exit, missing steps."""
-    end = RunEnd(
-        returncode=outcome.returncode,
-        timed_out=outcome.timed_out,
-        hung=outcome.hung,
-        backend_failure=outcome.failure,
-    )
-    return run_status(
-        end,
-        steps_logged=steps_logged,
-        steps_wanted=steps_wanted,
-        nonfinite=nonfinite,
-        lines=lines or [],
-        tail=_tail(outcome.log_path),
-    )
-
-
-def _lines(outcome: RunOutcome) -> list[str]:
-    """The launch's output: stdout, then stderr (torchtitan logs its steps on stderr)."""
-    lines: list[str] = []
-    for path in (outcome.stdout_path, outcome.log_path):
-        try:
-            with open(path, errors="replace") as f:
-                lines.extend(f)
-        except OSError:
-            continue
-    return lines
 
 
 class Launch(BaseModel):
@@ -217,7 +164,7 @@ def start_bench(
 def collect(launch: Launch, outcome: RunOutcome) -> TrialResult:
     """Parse a finished launch's output into its result."""
     adapter = get_adapter(launch.framework)
-    lines = _lines(outcome)
+    lines = output_lines(outcome)
     logged = adapter.parse_metrics(lines, launch.metrics_context)
     nonfinite = any(not r.finite() for r in logged)
     records = [r for r in logged if r.step <= launch.steps]  # later steps were profiled ones

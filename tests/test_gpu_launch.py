@@ -14,9 +14,9 @@ from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.adapter import LaunchSpec
 from runners.adapters import get_adapter
-from runners.bench import classify
 from runners.launch_env import launch_environment
 from runners.local import LocalBackend
+from runners.run_outcome import classify
 from runners.runner_settings import BASE_ENV, RunnerSettings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.commands.ledger import ledger_show
-from bot.commands.tune import summarize
+from bot.commands.tune_console import summarize
 from bot.console import console
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings

@@ -21,8 +21,8 @@ import pytest
 
 from gate.errors import AttuneError
 from runners.adapter import LaunchSpec
-from runners.bench import classify
 from runners.local import RunHandle
+from runners.run_outcome import classify
 from runners.runner_settings import RunnerSettings
 from runners.slurm.api import (
     SlurmJob,

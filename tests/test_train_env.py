@@ -9,15 +9,10 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.commands.train_env import (
+from bot.commands.train_env import LINK_CONFIG, READY, TrainEnvRequest, cache_key, plan, te_version
+from bot.commands.train_interpreter import (
     INTERPRETER_VAR,
-    LINK_CONFIG,
-    READY,
-    TrainEnvRequest,
-    cache_key,
     interpreter_version,
-    plan,
-    te_version,
     training_interpreter,
 )
 from gate.errors import AttuneError

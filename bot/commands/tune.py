@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from rich.live import Live
-from rich.table import Table
 
 from bot.campaign.executor import LocalExecutor
 from bot.campaign.lock import own_campaign_dir
@@ -24,13 +23,13 @@ from bot.campaign.setup import (
     open_campaign,
 )
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
+from bot.commands.tune_console import LiveProgress, summarize
 from bot.console import console
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
-from bot.render import llm_line, noise_line, simulated_note
 from bot.report.build import write_report
 from bot.state.fold import campaign_state
-from bot.state.model import CampaignParams, CampaignState
+from bot.state.model import CampaignParams
 from gate import sequential
 from gate.budget import check_budget_hours
 from gate.errors import AttuneError
@@ -39,39 +38,6 @@ from gate.recipe import load_recipe
 from gate.registry import Registry
 from runners.adapters import get_adapter
 from runners.backends import make_backend, simulation_params
-
-
-class LiveProgress:
-    """The live display: phase, trial, hypothesis, incumbent, speedup, budget."""
-
-    def __init__(self, live: Live | None) -> None:
-        self.live = live
-        self.last = ""
-
-    def update(self, state: CampaignState, phase: str, detail: str = "") -> None:
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold")
-        table.add_column()
-        budget = state.params.budget_device_hours * 3600 if state.params else 0.0
-        spent = state.spent_device_seconds
-        table.add_row("campaign", state.campaign)
-        table.add_row("phase", phase)
-        table.add_row("now", detail or "-")
-        table.add_row("trials", f"{len(state.candidates)} candidates, {len(state.trials)} runs")
-        score, speedup = state.incumbent_score, state.speedup
-        if score is not None and speedup is not None and state.noise:
-            table.add_row(
-                "incumbent", f"{state.incumbent}: {score:,.0f} tokens/s/device ({speedup:.2f}x)"
-            )
-            table.add_row("threshold", f"{state.noise.threshold:.1%}")
-        table.add_row("budget", f"{spent:.0f} of {budget:.0f} device-seconds spent")
-        if self.live is not None:
-            self.live.update(table, refresh=True)
-        line = f"[{phase}] {detail}"
-        if line != self.last:  # a log line per change, for logs and non-terminals
-            console.log(line, markup=False)
-            self.last = line
-
 
 Pairs = tuple[int | None, int | None]
 """``--max-pairs`` and ``--confirm-pairs`` as given (None: the default)."""
@@ -218,30 +184,6 @@ def run_campaign(
             report = write_report(ledger.events(name), workdir)
     summarize(state, report)
     return report
-
-
-def summarize(state: CampaignState, report: Path) -> None:
-    stopped = state.stopped
-    console.rule("[bold]campaign finished")
-    simulated = simulated_note(state.params.simulation if state.params else None)
-    if simulated:
-        console.print(simulated.removeprefix("> "), markup=False)
-    if state.noise and state.speedup is not None:
-        speedup = state.speedup
-        console.print(
-            f"incumbent [bold]{state.incumbent}[/]: {speedup:.2f}x the baseline "
-            f"(threshold {state.noise.threshold:.1%}), "
-            f"{state.spent_device_seconds / 3600:.4f} GPU-hours spent"
-        )
-    if state.noise:
-        console.print(noise_line(state.noise))
-    if state.llm:
-        console.print(f"LLM agent: {llm_line(state.llm)}")
-    console.print(f"stopped: {stopped.reason if stopped else '?'}")
-    for line in (stopped.evidence if stopped else [])[:12]:
-        console.print(f"  - {line}")
-    console.print(f"report: {report}")
-    console.print(f"plot:   {report.with_suffix('.png')}")
 
 
 def tune(

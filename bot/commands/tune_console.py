@@ -1,0 +1,69 @@
+"""What ``attune tune`` shows while and after a campaign runs: the live display of its phase,
+incumbent and spend, and the summary at its end (both from the one fold)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.live import Live
+from rich.table import Table
+
+from bot.console import console
+from bot.render import llm_line, noise_line, simulated_note
+from bot.state.model import CampaignState
+
+
+class LiveProgress:
+    """The live display: phase, trial, hypothesis, incumbent, speedup, budget."""
+
+    def __init__(self, live: Live | None) -> None:
+        self.live = live
+        self.last = ""
+
+    def update(self, state: CampaignState, phase: str, detail: str = "") -> None:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        budget = state.params.budget_device_hours * 3600 if state.params else 0.0
+        spent = state.spent_device_seconds
+        table.add_row("campaign", state.campaign)
+        table.add_row("phase", phase)
+        table.add_row("now", detail or "-")
+        table.add_row("trials", f"{len(state.candidates)} candidates, {len(state.trials)} runs")
+        score, speedup = state.incumbent_score, state.speedup
+        if score is not None and speedup is not None and state.noise:
+            table.add_row(
+                "incumbent", f"{state.incumbent}: {score:,.0f} tokens/s/device ({speedup:.2f}x)"
+            )
+            table.add_row("threshold", f"{state.noise.threshold:.1%}")
+        table.add_row("budget", f"{spent:.0f} of {budget:.0f} device-seconds spent")
+        if self.live is not None:
+            self.live.update(table, refresh=True)
+        line = f"[{phase}] {detail}"
+        if line != self.last:  # a log line per change, for logs and non-terminals
+            console.log(line, markup=False)
+            self.last = line
+
+
+def summarize(state: CampaignState, report: Path) -> None:
+    stopped = state.stopped
+    console.rule("[bold]campaign finished")
+    simulated = simulated_note(state.params.simulation if state.params else None)
+    if simulated:
+        console.print(simulated.removeprefix("> "), markup=False)
+    if state.noise and state.speedup is not None:
+        speedup = state.speedup
+        console.print(
+            f"incumbent [bold]{state.incumbent}[/]: {speedup:.2f}x the baseline "
+            f"(threshold {state.noise.threshold:.1%}), "
+            f"{state.spent_device_seconds / 3600:.4f} GPU-hours spent"
+        )
+    if state.noise:
+        console.print(noise_line(state.noise))
+    if state.llm:
+        console.print(f"LLM agent: {llm_line(state.llm)}")
+    console.print(f"stopped: {stopped.reason if stopped else '?'}")
+    for line in (stopped.evidence if stopped else [])[:12]:
+        console.print(f"  - {line}")
+    console.print(f"report: {report}")
+    console.print(f"plot:   {report.with_suffix('.png')}")
