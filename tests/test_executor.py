@@ -1,22 +1,27 @@
 """LocalExecutor with a real ledger: gate, launch checks, real benchmark runs, charges.
 
-One campaign is played once per module (three real training runs), and each test checks one
-property of what it left in the ledger."""
+One campaign is played once per module (three real training runs), each trial through the
+executor's phases in the order a campaign's steps call them, and each test checks one property
+of what it left in the ledger."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.campaign.executor import LocalExecutor, TrialOutcome
+from bot.campaign.executor import LocalExecutor
 from bot.state.fold import campaign_state, fold
-from gate.budget import forecast_device_seconds, spent_device_seconds
+from gate import postlaunch
+from gate.budget import LaunchRefusal, forecast_device_seconds, spent_device_seconds
 from gate.ledger import Ledger, LedgerEvent
-from gate.models import EffectiveConfig, Recipe
+from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult
+from gate.postlaunch import PostLaunchReport
+from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
 
 CAMPAIGN = "c1"
@@ -24,14 +29,49 @@ MakeRecipe = Callable[..., Recipe]
 Resolve = Callable[[Recipe], EffectiveConfig]
 
 
-class Campaign:
+@dataclass
+class Played:
+    """What became of one trial."""
+
+    effective: EffectiveConfig | None
+    gate: GateReport
+    refusal: LaunchRefusal | None = None
+    result: TrialResult | None = None
+    post: PostLaunchReport | None = None
+
+
+def play(
+    ex: LocalExecutor,
+    trial: str,
+    recipe: Recipe,
+    *,
+    baseline: EffectiveConfig,
+    baseline_step1_loss: float | None,
+) -> Played:
+    """One candidate through the phases a campaign steps it through: gate, launch checks,
+    launch, finish; then the post-launch check against the baseline's step-1 loss."""
+    effective, report = ex.gate(trial, recipe, baseline=baseline)
+    played = Played(effective=effective, gate=report)
+    if report.verdict == "reject" or effective is None:
+        return played
+    played.refusal = ex.admit(trial, effective)
+    if played.refusal is not None:
+        return played
+    played.result = ex.finish(trial, ex.launch(trial, "candidate", recipe, effective))
+    if baseline_step1_loss is not None:
+        reference = PostLaunchReference.step1_only(baseline_step1_loss)
+        played.post = postlaunch.check(played.result, reference)
+    return played
+
+
+class TrialsPlayed:
     """What the module's campaign did: outcomes by trial id, and the ledger it wrote."""
 
     def __init__(self, root: Path, ledger: Ledger, registry: Registry) -> None:
         self.root = root
         self.ledger = ledger
         self.registry = registry
-        self.outcomes: dict[str, TrialOutcome] = {}
+        self.outcomes: dict[str, Played] = {}
 
     def executor(self, campaign: str = CAMPAIGN, **kw: Any) -> LocalExecutor:
         options: dict[str, Any] = {"budget_device_seconds": 3600.0, **kw}
@@ -62,51 +102,51 @@ def campaign(
     small_recipe: MakeRecipe,
     resolve: Resolve,
     registry: Registry,
-) -> Iterator[Campaign]:
+) -> Iterator[TrialsPlayed]:
     root = tmp_path_factory.mktemp("campaign")
     recipes = root / "recipes"
     with Ledger(root / "ledger.db") as ledger:
-        c = Campaign(root, ledger, registry)
+        c = TrialsPlayed(root, ledger, registry)
         base_recipe = small_recipe(recipes, "baseline")
         baseline = resolve(base_recipe)
         ex = c.executor()
 
         # t0: the baseline itself (no change: allowed), for its step-1 loss
-        c.outcomes["t0"] = ex.run("t0", base_recipe, baseline=baseline, baseline_step1_loss=None)
+        c.outcomes["t0"] = play(ex, "t0", base_recipe, baseline=baseline, baseline_step1_loss=None)
         base_result = c.outcomes["t0"].result
         assert base_result is not None and base_result.status == "ok", base_result
         loss = base_result.step1_loss
 
         # t1: a semantic change in disguise: rejected before launch
         bf16 = small_recipe(recipes, "bf16", grad_reduce_in_bf16=True)
-        c.outcomes["t1"] = ex.run("t1", bf16, baseline=baseline, baseline_step1_loss=loss)
+        c.outcomes["t1"] = play(ex, "t1", bf16, baseline=baseline, baseline_step1_loss=loss)
 
         # t2: a layout-identical recipe that crashes (a framework bug the gate cannot see)
         crashing = small_recipe(recipes, "crashing", activation_checkpointing=True)
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ATTUNE_FAULT", "crash_at_step=2")
-            c.outcomes["t2"] = ex.run("t2", crashing, baseline=baseline, baseline_step1_loss=loss)
+            c.outcomes["t2"] = play(ex, "t2", crashing, baseline=baseline, baseline_step1_loss=loss)
             # t3: the exact same effective config again: refused, never launched
-            c.outcomes["t3"] = ex.run("t3", crashing, baseline=baseline, baseline_step1_loss=loss)
+            c.outcomes["t3"] = play(ex, "t3", crashing, baseline=baseline, baseline_step1_loss=loss)
 
         # t4: something differs (threads): launchable again
         changed = small_recipe(recipes, "changed", activation_checkpointing=True, threads=2)
-        c.outcomes["t4"] = ex.run("t4", changed, baseline=baseline, baseline_step1_loss=loss)
+        c.outcomes["t4"] = play(ex, "t4", changed, baseline=baseline, baseline_step1_loss=loss)
 
         # t5: a new config, but the budget left is half the forecast from the ledger
         events = ledger.events(CAMPAIGN)
         spent, forecast = spent_device_seconds(events), forecast_device_seconds(events, 60.0)
         tight = c.executor(budget_device_seconds=spent + forecast / 2)
         other = small_recipe(recipes, "other", attention="math")
-        c.outcomes["t5"] = tight.run("t5", other, baseline=baseline, baseline_step1_loss=loss)
+        c.outcomes["t5"] = play(tight, "t5", other, baseline=baseline, baseline_step1_loss=loss)
 
         # another campaign whose budget is below the default forecast of its first trial
         poor = c.executor(campaign="poor", budget_device_seconds=10.0, default_forecast_s=60.0)
-        c.outcomes["p1"] = poor.run("p1", other, baseline=baseline, baseline_step1_loss=loss)
+        c.outcomes["p1"] = play(poor, "p1", other, baseline=baseline, baseline_step1_loss=loss)
         yield c
 
 
-def test_rejected_candidate_is_never_launched(campaign: Campaign) -> None:
+def test_rejected_candidate_is_never_launched(campaign: TrialsPlayed) -> None:
     out = campaign.outcomes["t1"]
     assert out.gate.verdict == "reject"
     assert out.result is None and out.refusal is None and out.post is None
@@ -120,7 +160,7 @@ def test_rejected_candidate_is_never_launched(campaign: Campaign) -> None:
     assert not campaign.trial_dir("t1").exists()
 
 
-def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: Campaign) -> None:
+def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: TrialsPlayed) -> None:
     failed = campaign.outcomes["t2"]
     assert failed.gate.verdict == "allow"
     assert failed.result is not None
@@ -163,7 +203,7 @@ def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: Campaign) -
     assert changed.post is not None and changed.post.passed, changed.post
 
 
-def test_budget_refusal_charges_nothing(campaign: Campaign) -> None:
+def test_budget_refusal_charges_nothing(campaign: TrialsPlayed) -> None:
     for trial, camp in (("t5", CAMPAIGN), ("p1", "poor")):
         out = campaign.outcomes[trial]
         assert out.gate.verdict == "allow"
@@ -176,7 +216,7 @@ def test_budget_refusal_charges_nothing(campaign: Campaign) -> None:
     assert poor.runs_by_status == {} and poor.spent_device_seconds == 0.0
 
 
-def test_charges_sum_to_the_runs(campaign: Campaign) -> None:
+def test_charges_sum_to_the_runs(campaign: TrialsPlayed) -> None:
     results = [o.result for o in campaign.outcomes.values() if o.result is not None]
     assert sorted(r.status for r in results) == ["failed", "ok", "ok"]
     state = campaign_state(campaign.ledger, CAMPAIGN)
@@ -185,7 +225,7 @@ def test_charges_sum_to_the_runs(campaign: Campaign) -> None:
     assert state.spent_device_seconds > 0
 
 
-def test_ledger_verifies_and_refuses_raw_edits(campaign: Campaign) -> None:
+def test_ledger_verifies_and_refuses_raw_edits(campaign: TrialsPlayed) -> None:
     report = campaign.ledger.verify()
     assert report.ok, report
     assert report.checked == len(campaign.ledger.events()) > 10

@@ -1,9 +1,9 @@
-"""Run a candidate through the pre-launch gate, the ledger's launch checks, the benchmark and
-the post-launch gate, writing each transition to the ledger before acting on it.
-
-The phases are separate methods so that a campaign can stop between any two of them and a
-restarted bot can pick up a launch it did not start (``finish`` with a stored ``Launch``).
-"""
+"""The local executor: a trial's phases on this machine, each written to the ledger before it
+acts: ``gate`` (the pre-launch gate), ``admit`` (the ledger's launch checks), ``launch`` (the
+benchmark, through a backend) and ``finish`` (its result and charge). The campaign's steps call
+them one at a time, so it can stop between any two and a restarted bot can pick up a launch it
+did not start (``finish`` with a stored ``Launch``); the post-launch gate is the judgement's
+(``bot/campaign/judgement.py``)."""
 
 from __future__ import annotations
 
@@ -11,36 +11,19 @@ from collections.abc import Callable
 from hashlib import sha256
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from bot.campaign.launch_paths import located, stored
 from bot.campaign.memory_guard import MemoryGuard
 from bot.interfaces import Role
-from gate import budget, postlaunch, prelaunch
+from gate import budget, prelaunch
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.events import TrialFinished, TrialStarted
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult, canonical_json
-from gate.postlaunch import PostLaunchReport
-from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
 from runners.adapters import get_adapter
 from runners.bench import Launch, collect, resource_refusal, start_bench
 from runners.local import Backend, LocalBackend
-
-
-class TrialOutcome(BaseModel):
-    """Everything that happened to one candidate."""
-
-    trial: str
-    recipe: str
-    effective: EffectiveConfig | None
-    """None when the framework's validation refused the candidate (the gate rejected it)."""
-    gate: GateReport
-    refusal: LaunchRefusal | None = None
-    result: TrialResult | None = None
-    post: PostLaunchReport | None = None
 
 
 class LocalExecutor:
@@ -270,27 +253,3 @@ class LocalExecutor:
                 "failed and charged nothing; `attune tune --resume` carries on"
             )
         return result
-
-    def run(
-        self,
-        trial: str,
-        candidate: Recipe,
-        *,
-        baseline: EffectiveConfig,
-        baseline_step1_loss: float | None,
-        role: Role = "candidate",
-    ) -> TrialOutcome:
-        """All phases in one call: gate, launch checks, bench, post-launch gate."""
-        effective, report = self.gate(trial, candidate, baseline=baseline)
-        outcome = TrialOutcome(trial=trial, recipe=candidate.name, effective=effective, gate=report)
-        if report.verdict == "reject" or effective is None:
-            return outcome
-        outcome.refusal = self.admit(trial, effective)
-        if outcome.refusal is not None:
-            return outcome
-        launch = self.launch(trial, role, candidate, effective)
-        outcome.result = self.finish(trial, launch)
-        if baseline_step1_loss is not None:
-            reference = PostLaunchReference.step1_only(baseline_step1_loss)
-            outcome.post = postlaunch.check(outcome.result, reference)
-        return outcome
