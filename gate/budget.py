@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from gate.errors import AttuneError
 from gate.events import RefusalReason, TrialFinished
 from gate.ledger import LedgerEvent
-from gate.models import TrialResult
+from gate.models import TrialResult, device_seconds
 
 # Every function here takes the events of ONE campaign (``Ledger.events(campaign)``).
 
@@ -67,7 +67,7 @@ def trial_charge(event: LedgerEvent) -> float:
 def charge(finished: TrialFinished) -> float:
     """Device-seconds a finished run charges: (release - allocation) x devices, the one formula
     of spend, recomputed from the times rather than trusting ``device_seconds``."""
-    return max(0.0, finished.released_at - finished.allocated_at) * finished.devices
+    return device_seconds(finished.allocated_at, finished.released_at, finished.devices)
 
 
 def _typed(event: LedgerEvent) -> TrialFinished:

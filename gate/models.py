@@ -23,6 +23,12 @@ too long; ``comm_timeout``: a collective timed out (NCCL watchdog); ``rank_died`
 exited and took the job down; ``oom``: out of device or host memory."""
 
 
+def device_seconds(allocated_at: float, released_at: float, devices: int) -> float:
+    """What a run is charged: (release - allocation) x devices, the one formula of spend (a
+    run's result and its ledger event, ``gate.budget.charge``, both use it)."""
+    return max(0.0, released_at - allocated_at) * devices
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace: the input of every hash we compute."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
@@ -260,8 +266,8 @@ class TrialResult(BaseModel):
 
     @property
     def device_seconds(self) -> float:
-        """Charge of this run: (release - allocation) x devices, whatever its status."""
-        return max(0.0, self.released_at - self.allocated_at) * self.devices
+        """Charge of this run, whatever its status (``device_seconds``)."""
+        return device_seconds(self.allocated_at, self.released_at, self.devices)
 
 
 class NoiseModel(BaseModel):

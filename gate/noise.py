@@ -13,6 +13,8 @@ FLOOR = 0.03
 """Smallest threshold whatever the measured noise (3%)."""
 SIGMAS = 3.0
 """Threshold in units of the coefficient of variation."""
+RULE = f"max({FLOOR:.0%}, {SIGMAS:g} x cv)"
+"""The threshold rule as every report, comment and console line writes it."""
 
 
 def calibrate(

@@ -11,6 +11,7 @@ from rich.table import Table
 from bot.state.model import CampaignState
 from gate.ledger import LedgerEvent
 from gate.models import GateReport, NoiseModel, TrialResult
+from gate.noise import RULE as NOISE_RULE
 
 VERDICT_STYLE = {"allow": "green", "review": "yellow", "reject": "red"}
 CLASS_STYLE = {
@@ -67,7 +68,7 @@ def noise_line(noise: NoiseModel) -> str:
     return (
         f"noise model: {noise.runs} runs, mean {noise.mean:,.0f} tokens/s/device, "
         f"cv {noise.cv:.2%}, promotion threshold {noise.threshold:.2%} "
-        f"(max of 3% and 3 x cv)"
+        f"({NOISE_RULE})"
     )
 
 

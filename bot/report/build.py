@@ -26,6 +26,7 @@ from bot.state.fold import fold
 from bot.state.model import CampaignState, TrialRecord
 from gate.event_codec import to_payload
 from gate.ledger import LedgerEvent
+from gate.noise import RULE as NOISE_RULE
 from gate.postlaunch_reference import summary
 
 _PROFILE_PARTS = ("compute", "communication", "memory_copy", "cpu", "idle")
@@ -203,7 +204,7 @@ def render_markdown(report: CampaignReport) -> str:
             f"- runs: {n.runs}",
             f"- mean: {n.mean:,.0f} tokens/s/device (std {n.std:,.0f})",
             f"- cv: {n.cv:.2%}",
-            f"- threshold = max(3%, 3 x cv) = {n.threshold:.2%}",
+            f"- threshold = {NOISE_RULE} = {n.threshold:.2%}",
         ]
     out += summary(r.checks)
     out += r.judgement
