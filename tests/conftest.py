@@ -15,6 +15,9 @@ from gate.recipe import load_recipe
 from gate.registry import Registry, load_registry
 from runners.adapters import get_adapter
 
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository's root: the one every test names files from."""
+
 SMALL_CONFIG: dict[str, Any] = {
     "n_layer": 2,
     "n_head": 4,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
 
 
-class ProposesOnce:
+class ProposesOnceDouble:
     """Scripted agent: ``proposal`` on the first decision, a stop after it."""
 
     name = "scripted"

@@ -18,10 +18,9 @@ import yaml
 from bot.cli import main
 from bot.forges.local import LocalForge
 from gate.ledger import Ledger
-from tests.conftest import SMALL_CONFIG
+from tests.conftest import ROOT, SMALL_CONFIG
 from tests.events_factory import payload
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = str(ROOT / "examples" / "ported-gpt.yaml")
 MEGATRON = str(ROOT / "examples" / "megatron" / "llama3-8b.yaml")
 ATTUNE = [sys.executable, "-m", "bot.cli"]

@@ -30,11 +30,10 @@ import pytest
 from bot.campaign.lock import LOCK_FILE
 from gate.ledger import Ledger, LedgerEvent
 from runners.supervise import EXIT_FILE, alive
-from tests.conftest import SMALL_CONFIG
+from tests.conftest import ROOT, SMALL_CONFIG
 
 pytestmark = pytest.mark.slow  # a few real training runs each
 
-ROOT = Path(__file__).resolve().parent.parent
 TUNE_ARGS = ["--budget", "1", "--steps", "4", "--warmup", "1", "--max-trials", "1"]
 TIMEOUT_S = 180.0
 

@@ -42,11 +42,10 @@ from bot.render import CAMPAIGN_MARKER, COST_MARKER
 from gate.budget import spent_device_seconds, trial_charge
 from gate.ledger import Ledger, LedgerEvent
 from runners.supervise import EXIT_FILE, alive
-from tests.conftest import SMALL_CONFIG
+from tests.conftest import ROOT, SMALL_CONFIG
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 LEVERS: dict[str, Any] = {
     "activation_checkpointing": True,
     "attention": "math",

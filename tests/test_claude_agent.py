@@ -21,10 +21,10 @@ from gate.ledger import Ledger
 from gate.recipe import load_recipe
 from gate.registry import load_registry
 from runners.adapters import get_adapter
+from tests.conftest import ROOT
 from tests.events_factory import payload
 from tests.fake_anthropic import Fail, FakeAnthropic, Step, Turn, text, tool
 
-ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = load_registry("embedded", "1")
 
 

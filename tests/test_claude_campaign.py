@@ -28,9 +28,9 @@ from bot.cli import main
 from bot.forges.local import LocalForge
 from bot.github.commands import parse
 from gate.ledger import Ledger, LedgerEvent
+from tests.conftest import ROOT
 from tests.fake_anthropic import Fail, FakeAnthropic, Request, Turn, text, tool, tool_results
 
-ROOT = Path(__file__).resolve().parent.parent
 LEVERS = {"attention": "math", "threads": 1, "activation_checkpointing": True}
 WHY = "one intra-op thread leaves the second core idle during every matmul"
 TRAIN = "runners/embedded/train.py"

@@ -29,10 +29,10 @@ from gate.models import ProfileBreakdown
 from gate.recipe import load_recipe, parse_recipe
 from gate.registry import load_registry
 from runners.adapters import get_adapter
+from tests.conftest import ROOT
 from tests.events_factory import payload
 from tests.fake_anthropic import Fail, FakeAnthropic, Request, Step, Turn, text, tool, tool_results
 
-ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = load_registry("embedded", "1")
 RECIPE = ROOT / "examples" / "ported-gpt.yaml"
 TRAIN = "runners/embedded/train.py"

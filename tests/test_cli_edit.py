@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,8 +12,8 @@ from gate.errors import AttuneError
 from gate.recipe import parse_recipe
 from runners.adapters import get_adapter
 from runners.cli_edit import OptionTable, edit_megatron_args, edit_torchtitan_overrides
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TABLE: OptionTable = {
     "micro_batch_size": [
         {"options": ["--micro-batch-size"], "kind": "store", "nargs": None, "const": None}

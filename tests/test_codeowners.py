@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 GUARDED = (
     "gate/",
     "registry/",

@@ -10,8 +10,8 @@ import pytest
 
 from bot.cli import main
 from runners.torchtitan.offline import ASSETS_VAR, DATASET_VAR
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 GPU_CHECKS = {"torch CUDA build", "GPUs", "device memory", "NCCL"}
 
 

@@ -28,6 +28,7 @@ from runners.local import LocalBackend
 from runners.slurm.script import job_environment, job_request
 from runners.torchtitan.adapter import TorchtitanAdapter
 from runners.torchtitan.recipe import TorchtitanRecipe, model_module
+from tests.conftest import ROOT
 from tests.github_harness import (
     RECIPE_PATH,
     comment,
@@ -38,7 +39,6 @@ from tests.github_harness import (
 )
 from tests.github_harness import recipe_text as github_recipe_text
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 BASELINE = EXAMPLES / "ported-gpt.yaml"
 

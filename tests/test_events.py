@@ -13,9 +13,9 @@ from bot.state.fold import fold
 from gate.event_codec import EventError, parse_event
 from gate.events import MODELS, CampaignOpened, TrialFinished
 from gate.ledger import EVENT_KINDS, Ledger
+from tests.conftest import ROOT
 from tests.events_factory import DEFAULTS, payload
 
-ROOT = Path(__file__).resolve().parent.parent
 LEDGER_01 = ROOT / "tests" / "fixtures" / "ledgers" / "attune-0.1.db"
 
 

@@ -14,8 +14,8 @@ from bot.cli import main
 from bot.forges.local import LocalForge
 from bot.state.fold import fold
 from gate.ledger import Ledger
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
@@ -126,11 +126,7 @@ def test_a_torchtitan_recipe_is_tuned_end_to_end(
     state = fold(events[0].campaign, events)
     assert state.harness[0][:4] == ["--training.steps", "8", "--metrics.log_freq", "1"]
     first = state.role_trials("calibration")[0].finished
-    assert (
-        first is not None
-        and first.status == "ok"
-        and first.step1_loss == pytest.approx(12.2654)
-    )
+    assert first is not None and first.status == "ok" and first.step1_loss == pytest.approx(12.2654)
     assert state.candidates, "the agent proposed nothing"
     levers = {k for t in state.candidates for k in (t.proposal.lever if t.proposal else [])}
     assert levers <= {

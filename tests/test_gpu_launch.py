@@ -18,8 +18,8 @@ from runners.launch_env import launch_environment
 from runners.local import LocalBackend
 from runners.run_outcome import classify
 from runners.runner_settings import BASE_ENV, RunnerSettings
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRETS = {"GITHUB_TOKEN": "ghs_secret", "ANTHROPIC_API_KEY": "sk-secret", "ATTUNE_X": "1"}
 
 

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.gpu_smoke import make_local_data, megatron_recipe, torchtitan_recipe
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
 
 
 def test_without_a_gpu_nothing_runs(tmp_path: Path) -> None:

@@ -22,9 +22,9 @@ from gate.ledger import Ledger
 from gate.models import Recipe
 from runners.megatron.adapter import MegatronAdapter
 from runners.worker_support import collect_warnings, raise_site
-from tests.scripted_agent import ProposesOnce
+from tests.conftest import ROOT
+from tests.scripted_agent import ProposesOnceDouble
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CONFIG_PY = ROOT / "runners" / "embedded" / "config.py"
 
@@ -216,7 +216,7 @@ def test_a_campaign_closes_a_candidate_the_workload_refuses(
         scores = [665.3, 777.1, 728.6, 846.8, 1189.3]  # attune-0.1.db's calibration
         noise = {"runs": 5, "mean": 841.4, "std": 205.9, "cv": 0.245, "threshold": 0.49}
         ledger.append(name, "noise_calibrated", {**noise, "scores": scores})
-    run_campaign(workdir, live=False, agent=ProposesOnce(INVALID))
+    run_campaign(workdir, live=False, agent=ProposesOnceDouble(INVALID))
     with Ledger(workdir / "ledger.db") as ledger:
         events = ledger.events()
     kinds = [e.kind for e in events if e.payload.get("trial") == "c1"]

@@ -27,11 +27,10 @@ from bot.lessons.mining import propose
 from bot.report.build import build_report, render_markdown
 from bot.state.fold import fold
 from gate.ledger import Ledger
-from tests.conftest import SMALL_CONFIG
+from tests.conftest import ROOT, SMALL_CONFIG
 from tests.test_forge_contract import World, _github, _local
 from tests.test_rules_agent import COMPUTE_BOUND
 
-ROOT = Path(__file__).resolve().parent.parent
 LEDGER_01 = ROOT / "tests" / "fixtures" / "ledgers" / "attune-0.1.db"
 """A real campaign on examples/ported-gpt.yaml (2 candidates: c1 threads 1 -> 2 closed at
 -40.3% within its 73.4% threshold, c2 recompute off merged at +126.7%), stopped at max_trials."""

@@ -18,8 +18,8 @@ from perfmodel import part, predict_step, predict_workload, workload_of
 from perfmodel.comm import communication
 from perfmodel.flops import token_flops
 from perfmodel.step import COMPONENTS, _f
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LLAMA3_8B: dict[str, Any] = {
     # Llama-3 8B as Megatron-LM resolves examples/megatron/llama3-8b.yaml (bf16, no FP8 here)
     "num_layers": 32,

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from bot.cli import main
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 KEYS = {
     "tokens_per_s_per_device",
     "step_time_s",

@@ -13,8 +13,6 @@ from gate.registry import DEFAULT_REGISTRY_DIR, load_file, load_registry
 from runners.embedded.config import ENV_READ, WORKLOAD_VERSION, WorkloadConfig
 from runners.source_lines import locate_source, mentions, source_problem
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def test_every_workload_key_is_classified() -> None:
     registry = load_registry("embedded", WORKLOAD_VERSION)

@@ -88,7 +88,7 @@ class ScriptedBackend:
         )
 
 
-class ListAgent:
+class ListAgentDouble:
     """TEST DOUBLE of an agent: proposes ``moves`` in order, then stops."""
 
     name = "list"
@@ -121,7 +121,7 @@ def jitter(trial: str) -> float:
     return 1.0 + JITTER[sum(map(ord, trial)) % len(JITTER)]
 
 
-class KillAfterRequest:
+class KillingProgressDouble:
     """TEST DOUBLE of the progress display: kills the bot right after ``run_requested`` of
     ``run`` reached the ledger, before the run starts."""
 
@@ -139,7 +139,7 @@ def campaign(
     speed: Speed,
     *,
     kill_at: str = "",
-    progress: KillAfterRequest | None = None,
+    progress: KillingProgressDouble | None = None,
     fail: str = "",
 ) -> Campaign:
     ledger = Ledger(workdir / "ledger.db")
@@ -159,7 +159,12 @@ def campaign(
         )
 
     return build_campaign(
-        ledger, name, forge=forge, executor=executor, agent=ListAgent(moves), progress=progress
+        ledger,
+        name,
+        forge=forge,
+        executor=executor,
+        agent=ListAgentDouble(moves),
+        progress=progress,
     )
 
 
@@ -341,7 +346,7 @@ def test_a_campaign_killed_mid_re_measurement_resumes_it(
     workdir = open_small(tmp_path, write_recipe)
     for kill in (
         {"kill_at": "c1-b2"},
-        {"progress": KillAfterRequest("c1-a3")},
+        {"progress": KillingProgressDouble("c1-a3")},
         {"kill_at": "confirm-c2-b2"},
     ):
         bot = campaign(workdir, MOVES, speeds(SPEEDS), **kill)  # type: ignore[arg-type]

@@ -25,10 +25,9 @@ from runners.backends import make_backend
 from runners.bench import Launch, collect, start_bench
 from runners.slurm.backend import SlurmBackend
 from runners.slurm.settings import SlurmSettings
-from tests.conftest import SMALL_CONFIG
+from tests.conftest import ROOT, SMALL_CONFIG
 
 Cluster = Any  # tests.slurm_cluster.SlurmCluster
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def runtime_s(field: str) -> int:

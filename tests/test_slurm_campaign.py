@@ -28,11 +28,10 @@ import pytest
 
 from bot.cli import main
 from gate.ledger import Ledger, LedgerEvent
-from tests.conftest import SMALL_CONFIG, RecipeWriter
+from tests.conftest import ROOT, SMALL_CONFIG, RecipeWriter
 from tests.test_slurm_backend import runtime_s
 
 Cluster = Any  # tests.slurm_cluster.SlurmCluster
-ROOT = Path(__file__).resolve().parent.parent
 TUNE = ["--budget", "1", "--steps", "4", "--warmup", "1", "--backend", "slurm"]
 TUNE += ["--max-pairs", "0", "--confirm-pairs", "0"]  # Slurm is under test, not the judgement
 

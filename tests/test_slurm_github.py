@@ -103,7 +103,7 @@ def test_a_campaign_on_a_pull_request_runs_its_trials_on_slurm(
             assert isinstance(made.backend, SlurmBackend)
             return made
 
-        campaign = build_campaign(ledger, "c", forge=_LocalForge(tmp_path), executor=executor)
+        campaign = build_campaign(ledger, "c", forge=local_forge(tmp_path), executor=executor)
         campaign.calibrate()
         state = fold("c", ledger.events("c"))
         assert state.noise is not None and len(state.calibration_scores) == 5
@@ -112,12 +112,15 @@ def test_a_campaign_on_a_pull_request_runs_its_trials_on_slurm(
         assert authorized == ["launch a benchmark"] * 5
         # permission lost: the next launch is refused before anything is submitted
         allowed.clear()
+        before, jobs_before = len(ledger.events("c")), len(slurm_env.jobs())
         with pytest.raises(PermissionLost):
             campaign.ctx.bench("profile-x", "profile", campaign.ctx.recipe(recipe.read_text(), "x"))
-        assert ledger.events("c")[-1].kind != "trial_launched"
+        new = [e.kind for e in ledger.events("c")[before:]]
+        assert "trial_launched" not in new and "trial_finished" not in new, new
+        assert len(slurm_env.jobs()) == jobs_before  # nothing reached the cluster
 
 
-def _LocalForge(tmp_path: Path) -> Any:
+def local_forge(tmp_path: Path) -> Any:
     from bot.forges.local import LocalForge
 
     return LocalForge(tmp_path / "forge")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 OUTSIDE_WORDS = re.compile(r"(^|[\s\"'=(])\.\./")
 """Text that names a place outside the repository in a Makefile, a workflow or a script."""
 NOT_A_PATH = "# not a path:"

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from runners.supervise import EXIT_FILE, hang_limit
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
 
 
 def test_a_hang_limit_past_the_run_limit_is_cut_to_half_of_it() -> None:

@@ -18,8 +18,8 @@ from bot.commands.train_interpreter import (
 from gate.errors import AttuneError
 from runners.megatron.model_checks import ASSUMED_TE
 from runners.megatron.pins import TRANSFORMER_ENGINE
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MEGATRON = str(ROOT / "examples/megatron/llama3-8b.yaml")
 TITAN = str(ROOT / "examples/torchtitan/llama3-8b.yaml")
 PINNED = ["--torch", "2.9.0", "--cuda", "cu128", "--megatron", "core_v0.19.0"]

@@ -21,8 +21,8 @@ import pytest
 from gate.models import Recipe
 from runners.bench import collect, start_bench
 from runners.local import LocalBackend
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("ATTUNE_TWO_RANK_RUNS", "6"))
 """Launches in the repeat test; raise it for a longer soak (``ATTUNE_TWO_RANK_RUNS=200``)."""
 CONCURRENT = 3
