@@ -39,7 +39,7 @@ from bot.agents.levers.layout_space import Layout, layout_of
 from bot.agents.random_search import RandomSearchAgent
 from bot.agents.rules import RulesAgent
 from bot.agents.tpe import TPEAgent
-from bot.campaign.executor import LocalExecutor
+from bot.campaign.executor import LocalExecutor, campaign_executor
 from bot.campaign.setup import build_campaign, open_campaign
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
@@ -82,7 +82,7 @@ def curve_of(events: list[LedgerEvent], tab: OptimumTable) -> Curve:
     spent, speedup, curve = 0.0, 1.0, []
     for e in events:
         if e.kind == "trial_finished":
-            spent += budget.charge(e.payload) / 3600
+            spent += budget.trial_charge(e) / 3600
             curve.append((spent, speedup))
         elif e.kind == "pr_merged":
             found = tab.lookup(layouts[e.payload["trial"]])
@@ -125,30 +125,26 @@ def run_one(
             confirm_pairs=pairs[1],
         )
 
-        def executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
-            common: dict[str, Any] = {
-                "ledger": ledger,
-                "campaign": name,
-                "registry": registry,
-                "workdir": workdir,
-                "budget_device_seconds": params.budget_device_hours * 3600,
-                "steps": params.steps,
-                "warmup": params.warmup,
-            }
-            made = (
-                LocalExecutor(**common)
-                if live
-                else TableExecutor(
-                    table=tab,
-                    noise_cv=tab.noise_cv() if noise_cv is None else noise_cv,
-                    seed=f"campaign-{seed}",  # common draws: agents differ by choices
-                    live=lambda layout, profile: optimum.run_layout(
-                        base, layout, steps=steps, warmup=warmup, profile=profile
-                    ),
-                    on_change=save,
-                    **common,
-                )
+        make = (
+            campaign_executor(ledger, name, workdir)
+            if live
+            else campaign_executor(
+                ledger,
+                name,
+                workdir,
+                make=TableExecutor,
+                table=tab,
+                noise_cv=tab.noise_cv() if noise_cv is None else noise_cv,
+                seed=f"campaign-{seed}",  # common draws: agents differ by choices
+                live=lambda layout, profile: optimum.run_layout(
+                    base, layout, steps=steps, warmup=warmup, profile=profile
+                ),
+                on_change=save,
             )
+        )
+
+        def executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
+            made = make(registry, params)
             executors.append(made)
             return made
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bot.campaign.executor import LocalExecutor
+from bot.campaign.executor import campaign_executor
 from bot.campaign.loop import Campaign
 from bot.campaign.setup import build_campaign
 from bot.cli import main
@@ -146,17 +146,9 @@ def campaign(
     forge = LocalForge(workdir / "forge")
     name = ledger.campaigns()[0]
 
-    def executor(registry: Any, params: Any) -> LocalExecutor:
-        return LocalExecutor(
-            ledger=ledger,
-            campaign=name,
-            registry=registry,
-            workdir=workdir,
-            budget_device_seconds=params.budget_device_hours * 3600,
-            steps=params.steps,
-            warmup=params.warmup,
-            backend=ScriptedBackend(speed, kill_at or None, fail),
-        )
+    executor = campaign_executor(
+        ledger, name, workdir, backend=ScriptedBackend(speed, kill_at or None, fail)
+    )
 
     return build_campaign(
         ledger,

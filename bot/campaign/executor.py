@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from hashlib import sha256
 from pathlib import Path
+from typing import Any
 
 from bot.campaign.launch_paths import located, stored
 from bot.campaign.memory_guard import MemoryGuard
@@ -18,6 +19,7 @@ from gate import budget, prelaunch
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError, FrameworkRefusal
 from gate.events import TrialFinished, TrialStarted
+from gate.events_campaign import CampaignOpened
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig, GateReport, Recipe, TrialResult, canonical_json
 from gate.registry import Registry
@@ -253,3 +255,30 @@ class LocalExecutor:
                 "failed and charged nothing; `attune tune --resume` carries on"
             )
         return result
+
+
+def campaign_executor(
+    ledger: Ledger,
+    campaign: str,
+    workdir: Path,
+    *,
+    make: Callable[..., LocalExecutor] = LocalExecutor,
+    **options: Any,
+) -> Callable[[Registry, CampaignOpened], LocalExecutor]:
+    """The executor factory ``build_campaign`` takes, for a campaign run on this machine: its
+    budget, steps and warm-up from the campaign's parameters; ``options`` (a backend, limits)
+    passed on to ``make`` (``LocalExecutor`` or a subclass)."""
+
+    def executor(registry: Registry, params: CampaignOpened) -> LocalExecutor:
+        return make(
+            ledger=ledger,
+            campaign=campaign,
+            registry=registry,
+            workdir=workdir,
+            budget_device_seconds=params.budget_device_hours * 3600,
+            steps=params.steps,
+            warmup=params.warmup,
+            **options,
+        )
+
+    return executor

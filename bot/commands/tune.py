@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.live import Live
 
-from bot.campaign.executor import LocalExecutor
+from bot.campaign.executor import campaign_executor
 from bot.campaign.lock import own_campaign_dir
 from bot.campaign.setup import (
     agent_problem,
@@ -29,13 +29,11 @@ from bot.forges.local import LocalForge
 from bot.interfaces import Agent
 from bot.report.build import write_report
 from bot.state.fold import campaign_state
-from bot.state.model import CampaignParams
 from gate import sequential
 from gate.budget import check_budget_hours
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import load_recipe
-from gate.registry import Registry
 from runners.adapters import get_adapter
 from runners.backends import make_backend, simulation_params
 
@@ -155,17 +153,7 @@ def run_campaign(
             simulation=params.simulation if params else None,
         )
 
-        def local_executor(registry: Registry, params: CampaignParams) -> LocalExecutor:
-            return LocalExecutor(
-                ledger=ledger,
-                campaign=name,
-                registry=registry,
-                workdir=workdir,
-                budget_device_seconds=params.budget_device_hours * 3600,
-                steps=params.steps,
-                warmup=params.warmup,
-                backend=backend,
-            )
+        local_executor = campaign_executor(ledger, name, workdir, backend=backend)
 
         with LocalForge(workdir / "forge") as forge:
             with Live(console=console, auto_refresh=False, transient=True) as display:
