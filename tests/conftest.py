@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from runners.adapters import get_adapter
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository's root: the one every test names files from."""
+ATTUNE = [sys.executable, "-m", "bot.cli"]
+"""``attune`` in a subprocess of this interpreter: every test that runs the real command line."""
 
 SMALL_CONFIG: dict[str, Any] = {
     "n_layer": 2,

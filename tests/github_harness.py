@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +25,7 @@ from bot.github.client import installation_clients
 from bot.github.http_limits import uvicorn_config
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
-from tests.conftest import SMALL_CONFIG
+from tests.conftest import ATTUNE, SMALL_CONFIG
 from tests.fakegithub import FakeGitHub
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +179,7 @@ class ActionsPlayer:
 
     def _attune(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
+            [*ATTUNE, *args],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -323,9 +322,7 @@ def serve_process(
         "ATTUNE_FORECAST_SECONDS": "3",
         **env_over,
     }
-    command = (
-        argv(port) if argv else [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)]
-    )
+    command = argv(port) if argv else [*ATTUNE, "serve", "--port", str(port)]
     serve = subprocess.Popen(
         command,
         cwd=REPO_ROOT,

@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,11 @@ import yaml
 from bot.cli import main
 from bot.forges.local import LocalForge
 from gate.ledger import Ledger
-from tests.conftest import ROOT, SMALL_CONFIG
+from tests.conftest import ATTUNE, ROOT, SMALL_CONFIG
 from tests.events_factory import payload
 
 EXAMPLE = str(ROOT / "examples" / "ported-gpt.yaml")
 MEGATRON = str(ROOT / "examples" / "megatron" / "llama3-8b.yaml")
-ATTUNE = [sys.executable, "-m", "bot.cli"]
 
 
 def one_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

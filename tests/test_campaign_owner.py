@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,7 +29,7 @@ import pytest
 from bot.campaign.lock import LOCK_FILE
 from gate.ledger import Ledger, LedgerEvent
 from runners.supervise import EXIT_FILE, alive
-from tests.conftest import ROOT, SMALL_CONFIG
+from tests.conftest import ATTUNE, ROOT, SMALL_CONFIG
 
 pytestmark = pytest.mark.slow  # a few real training runs each
 
@@ -47,7 +46,7 @@ def _env() -> dict[str, str]:
 def _attune(*args: str, log: Path, cwd: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", *args],
+            [*ATTUNE, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=_env(),

@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -42,7 +41,7 @@ from bot.render import CAMPAIGN_MARKER, COST_MARKER
 from gate.budget import spent_device_seconds, trial_charge
 from gate.ledger import Ledger, LedgerEvent
 from runners.supervise import EXIT_FILE, alive
-from tests.conftest import ROOT, SMALL_CONFIG
+from tests.conftest import ATTUNE, ROOT, SMALL_CONFIG
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +139,7 @@ def _env() -> dict[str, str]:
 
 
 def _attune(*args: str) -> list[str]:
-    return [sys.executable, "-m", "bot.cli", *args]
+    return [*ATTUNE, *args]
 
 
 def _read(workdir: Path) -> tuple[list[LedgerEvent], bool]:

@@ -6,7 +6,6 @@ import io
 import os
 import socket
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -18,6 +17,7 @@ from bot.github.executor import run_title
 from bot.github.results import MAX_RESULT_BYTES, read_result
 from gate.errors import AttuneError
 from gate.models import TrialResult
+from tests.conftest import ATTUNE
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = TrialResult(
@@ -90,7 +90,7 @@ def test_attune_serve_starts_and_answers(tmp_path: Path) -> None:
         "ATTUNE_OPERATOR_TOKEN": "op-token",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+        [*ATTUNE, "serve", "--port", str(port)],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -121,7 +121,7 @@ def test_attune_serve_starts_and_answers(tmp_path: Path) -> None:
 def test_attune_serve_names_missing_settings() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTUNE_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "serve"],
+        [*ATTUNE, "serve"],
         cwd=REPO,
         env=env,
         capture_output=True,

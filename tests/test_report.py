@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from bot.state.fold import fold
 from gate.ledger import EventKind, Ledger, LedgerEvent
 from gate.models import ProfileBreakdown
 from gate.noise import calibrate
+from tests.conftest import ATTUNE
 from tests.events_factory import payload
 
 T0 = 1_700_000_000.0
@@ -272,7 +272,7 @@ def test_restarted_bot_rebuilds_the_same_report(events: list[LedgerEvent], tmp_p
     as the report built in this one."""
     write_report(events, tmp_path / "a")
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "report", str(tmp_path)],
+        [*ATTUNE, "report", str(tmp_path)],
         cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from gate.prelaunch import judge, refused
 from gate.recipe import load_recipe
 from gate.registry import Registry, load_registry
 from runners.torchtitan.adapter import TorchtitanAdapter
+from tests.conftest import ATTUNE
 
 pytest.importorskip("torchtitan")
 
@@ -792,7 +792,7 @@ def test_derived_findings_are_marked(outcomes: dict[str, Outcome], registry: Reg
 
 def gate_check(*paths: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "gate", "check", *map(str, paths), "--json"],
+        [*ATTUNE, "gate", "check", *map(str, paths), "--json"],
         capture_output=True,
         text=True,
         cwd=REPO,
