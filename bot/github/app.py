@@ -25,11 +25,11 @@ from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
 from bot.github.client import RepoClients
-from bot.github.commands import CommandError, parse
+from bot.github.commands import command_line
 from bot.github.handlers import CampaignService, CommandHandler, CommandWorkers
 from bot.github.http_limits import BufferBudget
 from bot.github.inbox import Delivery, GroupCommit, Inbox
-from bot.github.payloads import MalformedPayload, check_payload
+from bot.github.payloads import CommentEvent, MalformedPayload, check_payload
 from bot.github.settings import Settings
 from bot.github.signature import verify
 
@@ -190,7 +190,7 @@ def create_app(settings: Settings, campaigns: CampaignService, clients: RepoClie
             log.warning("delivery %s for %r: repository not allowed", delivery, repo)
             return JSONResponse({"status": "repository not allowed, ignored"})
         command = _command(event, payload)
-        comment_id = int(payload["comment"]["id"]) if command is not None else None
+        comment_id = CommentEvent.model_validate(payload).comment.id if command else None
         outcome = await group.accept(Delivery(delivery, event, command, comment_id))
         if outcome == "duplicate delivery":
             return JSONResponse({"status": "duplicate delivery, ignored"})
@@ -217,9 +217,6 @@ def _command(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         return None  # edited/deleted comments are never commands
     if "pull_request" not in (payload.get("issue") or {}) or _from_a_bot(payload):
         return None
-    try:
-        if parse(str((payload.get("comment") or {}).get("body") or "")) is None:
-            return None
-    except CommandError:
-        pass
-    return payload
+    if command_line(str((payload.get("comment") or {}).get("body") or "")) is None:
+        return None
+    return payload  # well formed or not: the worker parses it once and replies either way

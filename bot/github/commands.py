@@ -127,16 +127,22 @@ def over_the_caps(command: Command, *, max_budget_hours: float, max_steps: int) 
     return None
 
 
+def command_line(body: str) -> str | None:
+    """The comment's first line addressed to attune (starting with ``/attune``), or None: the
+    webhook's test of whether a comment is for attune; ``parse`` reads the line itself."""
+    return next(
+        (ln.strip() for ln in body.splitlines() if ln.strip().split(" ", 1)[0] == PREFIX),
+        None,
+    )
+
+
 def parse(body: str) -> Command | None:
     """The command in ``body``: its first line that starts with ``/attune``.
 
     None when no line does (the comment is not for attune). Raises CommandError for a line that
     does but is not a valid command.
     """
-    line = next(
-        (ln.strip() for ln in body.splitlines() if ln.strip().split(" ", 1)[0] == PREFIX),
-        None,
-    )
+    line = command_line(body)
     if line is None:
         return None
     words = line.split()[1:]

@@ -15,6 +15,7 @@ from bot.forges.github import PullContext
 from bot.github.client import GitHubError, RepoClients
 from bot.github.commands import USAGE, Command, CommandError, Verb, parse
 from bot.github.inbox import Inbox, QueuedCommand
+from bot.github.payloads import CommentEvent
 from bot.github.permissions import may_write
 from bot.render import replies
 
@@ -102,21 +103,21 @@ class CommandHandler:
         """One handler per verb."""
 
     def __call__(self, item: QueuedCommand) -> None:
-        payload = item.payload
+        event = CommentEvent.model_validate(item.payload)  # its shape was checked at the door
         try:
-            command, problem = parse(str(payload["comment"]["body"] or "")), None
+            command, problem = parse(event.comment.body or ""), None
         except CommandError as exc:
             command, problem = None, str(exc)
         if command is None and problem is None:
             return
-        installation = int(payload["installation"]["id"])
+        installation = event.installation.id
         ctx = PullContext(
-            self.clients(installation, str(payload["repository"]["full_name"])),
-            int(payload["issue"]["number"]),
-            str(payload["comment"]["user"]["login"]),
+            self.clients(installation, event.repository.full_name),
+            event.issue.number,
+            event.comment.user.login,
             installation,
             comment_id=item.comment_id,
-            commented_at=_when(payload["comment"].get("created_at")),
+            commented_at=_when(event.comment.created_at),
         )
         if item.comment_id is not None:
             ctx.client.react(ctx.number, item.comment_id, "eyes")

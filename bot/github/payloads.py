@@ -37,6 +37,7 @@ class Comment(_Part):
     id: int
     body: str | None
     user: User
+    created_at: str | None = None
 
 
 class Issue(_Part):
