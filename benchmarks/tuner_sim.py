@@ -41,7 +41,7 @@ from bot.campaign.executor import LocalExecutor
 from bot.campaign.setup import build_campaign, open_campaign
 from bot.forges.local import LocalForge
 from bot.interfaces import Agent
-from bot.state.model import CampaignParams
+from gate.events_campaign import CampaignOpened as CampaignParams
 from gate.ledger import Ledger, LedgerEvent
 from gate.registry import Registry
 from runners.sim.backend import SimBackend

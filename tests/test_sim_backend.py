@@ -180,3 +180,36 @@ def test_github_actions_bench_path_refuses_the_simulated_backend(
     assert not (tmp_path / "w" / RUN_FILE).exists()
     with pytest.raises(AttuneError, match="GitHub Actions"):
         make_backend("sim")
+
+
+def test_github_mode_refuses_a_simulated_campaign() -> None:
+    """The GitHub App's executor is never the simulated cluster, whatever a ledger says."""
+    from bot.github.campaign_thread import make_executor
+    from gate.events_campaign import CampaignOpened as CampaignParams
+
+    params = CampaignParams(
+        baseline="llama3-8b",
+        recipe_path="recipes/llama3-8b.yaml",
+        recipe_text=MEGATRON.read_text(),
+        framework="megatron",
+        budget_device_hours=4.0,
+        steps=8,
+        warmup=3,
+        agent="rules",
+        calibration_runs=5,
+        max_trials=4,
+        backend="sim",
+        simulation=SimParams().model_dump(),
+    )
+    with pytest.raises(AttuneError, match="no simulated campaign"):
+        make_executor(
+            None,  # type: ignore[arg-type]  # refused before the settings are read
+            repo=None,  # type: ignore[arg-type]
+            running=None,  # type: ignore[arg-type]
+            authorize=lambda _action: None,
+            bot_login=lambda: "attune[bot]",
+            ledger=None,  # type: ignore[arg-type]
+            campaign="c",
+            registry=None,  # type: ignore[arg-type]
+            params=params,
+        )
