@@ -29,12 +29,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runners.versions import PINS as VERSION_SET
+
 ROOT = Path(__file__).resolve().parent.parent
 ATTUNE = [sys.executable, "-m", "bot.cli"]
 STEPS, WARMUP = 20, 5
 
-PINS = {"torch": "2.11.0", "cuda": "cu128", "megatron": "core_v0.19.0", "torchtitan": "0.3.0"}
-"""torchtitan 0.3.0 needs torch >= 2.11 (through torch_checkpointing 0.1.1)."""
+PINS = {
+    "torch": VERSION_SET.torch,
+    "cuda": VERSION_SET.cuda,
+    "megatron": VERSION_SET.megatron_tag,
+    "torchtitan": VERSION_SET.torchtitan,
+}
+"""attune's one version set (``runners.versions``), as ``attune train-env``'s flags."""
 
 
 def gpus() -> list[dict[str, str]]:

@@ -91,7 +91,13 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "init":
         from bot.commands.init import init
 
-        return init(args.dest, ref=args.ref, force=args.force)
+        return init(
+            args.dest,
+            ref=args.ref,
+            force=args.force,
+            action_repo=args.action_repo,
+            check=not args.no_check,
+        )
     if args.command == "train-env":
         from bot.commands.train_env import TrainEnvRequest, train_env
 

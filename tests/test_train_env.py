@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.commands.train_env import LINK_CONFIG, READY, TrainEnvRequest, cache_key, plan, te_version
+from bot.commands.train_env import (
+    CONSTRAINTS,
+    LINK_CONFIG,
+    READY,
+    TrainEnvRequest,
+    cache_key,
+    plan,
+    te_version,
+)
 from bot.commands.train_interpreter import (
     INTERPRETER_VAR,
     interpreter_version,
@@ -18,11 +26,12 @@ from bot.commands.train_interpreter import (
 from gate.errors import AttuneError
 from runners.megatron.model_checks import ASSUMED_TE
 from runners.megatron.pins import TRANSFORMER_ENGINE
+from runners.versions import PINS
 from tests.conftest import ROOT
 
 MEGATRON = str(ROOT / "examples/megatron/llama3-8b.yaml")
 TITAN = str(ROOT / "examples/torchtitan/llama3-8b.yaml")
-PINNED = ["--torch", "2.9.0", "--cuda", "cu128", "--megatron", "core_v0.19.0"]
+PINNED = ["--torch", PINS.torch, "--cuda", PINS.cuda, "--megatron", PINS.megatron_tag]
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +55,10 @@ def test_a_cached_environment_is_reused_and_handed_on(
     python = training_interpreter("megatron")  # this machine's Python >= 3.12 (see below)
     monkeypatch.setenv(INTERPRETER_VAR, python)
     request = TrainEnvRequest(
-        torch="2.9.0", cuda="cu128", megatron="core_v0.19.0", transformer_engine=TRANSFORMER_ENGINE
+        torch=PINS.torch,
+        cuda=PINS.cuda,
+        megatron=PINS.megatron_tag,
+        transformer_engine=TRANSFORMER_ENGINE,
     )
     key = cache_key("megatron", request, interpreter_version(python))
     folder = tmp_path / "attune-train" / key
@@ -74,7 +86,7 @@ def test_a_runner_that_provides_its_own_environment_builds_nothing(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "torch: a version such as 2.9.0, got ''"),
+        ([], f"torch: a version such as {PINS.torch}, got ''"),
         (["--torch", "2.9.0; rm -rf /", "--cuda", "cu128"], "torch: a version"),
         (["--torch", "2.9.0", "--cuda", "12.8"], "cuda: a CUDA wheel tag such as cu128"),
         (["--torch", "2.9.0", "--cuda", "cu128", "--torchtitan", "main"], "torchtitan: a version"),
@@ -91,30 +103,92 @@ def test_an_unpinned_environment_is_bad_input(
 
 def test_the_build_plan_pins_every_piece(tmp_path: Path) -> None:
     request = TrainEnvRequest(
-        torch="2.9.0", cuda="cu128", megatron="core_v0.19.0", transformer_engine="2.8.0"
+        torch="2.11.0", cuda="cu128", megatron="core_v0.19.2", transformer_engine="2.8.0"
     )
     steps = plan("megatron", request, tmp_path)
+    constraint = ["--constraint", str(tmp_path / CONSTRAINTS)]
     assert steps[0][1:] == ["-m", "venv", str(tmp_path / "venv")]
     assert steps[1][-3:] == [
-        "torch==2.9.0",
+        "torch==2.11.0",
         "--index-url",
         "https://download.pytorch.org/whl/cu128",
     ]
     assert steps[2][-4:] == [
         "--branch",
-        "core_v0.19.0",
+        "core_v0.19.2",
         "https://github.com/NVIDIA/Megatron-LM",
         str(tmp_path / "Megatron-LM"),
     ]
-    assert steps[3][-2:] == [str(tmp_path / "Megatron-LM"), "pybind11"]
+    assert steps[3][-4:] == [*constraint, str(tmp_path / "Megatron-LM"), "pybind11"]
     assert steps[4][-1] == "transformer_engine[pytorch]==2.8.0"
+    assert steps[4][-4:-2] == constraint
     # the venv gets its interpreter's python3-config, then the dataset helpers are built
     assert steps[5][-3:] == ["-c", LINK_CONFIG, str(tmp_path / "venv" / "bin")]
     assert steps[6] == ["make", "-C", str(tmp_path / "Megatron-LM" / "megatron/core/datasets")]
     titan = plan(
-        "torchtitan", TrainEnvRequest(torch="2.9.0", cuda="cu128", torchtitan="0.3.0"), tmp_path
+        "torchtitan", TrainEnvRequest(torch="2.11.0", cuda="cu128", torchtitan="0.3.0"), tmp_path
     )
-    assert titan[-1][-1] == "torchtitan==0.3.0"
+    assert titan[-1][-3:] == [*constraint, "torchtitan==0.3.0"]
+
+
+def test_the_framework_cannot_replace_the_pinned_torch(tmp_path: Path) -> None:
+    """pip itself, offline, against a local index: a package that needs a newer torch than the
+    constraint allows fails the install instead of upgrading torch. Two tiny wheels stand in
+    for torch and a framework; no torch is downloaded."""
+    import subprocess
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+
+    def wheel(name: str, version: str, requires: list[str]) -> None:
+        info = f"{name}-{version}.dist-info"
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+        path = wheels / f"{name}-{version}-py3-none-any.whl"
+        with zipfile.ZipFile(path, "w") as whl:
+            whl.writestr(f"{name}/__init__.py", "")
+            whl.writestr(f"{info}/METADATA", meta)
+            whl.writestr(
+                f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            )
+            whl.writestr(f"{info}/RECORD", "")
+
+    wheel("torch", "2.9.0", [])
+    wheel("torch", "2.11.0", [])
+    wheel("framework", "1.0", ["torch>=2.11"])
+    (tmp_path / CONSTRAINTS).write_text("torch==2.9.0\n")
+    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet"]
+    pip += ["--disable-pip-version-check", "--find-links", str(wheels)]
+    pip += ["--target", str(tmp_path / "site"), "--ignore-installed"]
+    constrained = [*pip, "--constraint", str(tmp_path / CONSTRAINTS), "framework==1.0"]
+    refused = subprocess.run(constrained, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "conflicting dependencies" in refused.stderr
+    free = subprocess.run([*pip, "framework==1.0"], capture_output=True, text=True, timeout=120)
+    assert free.returncode == 0, free.stderr  # without it, pip would take torch 2.11.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            [TITAN, "--torch", "2.9.0", "--torchtitan", "0.3.0"],
+            "torch 2.9.0 cannot train torchtitan 0.3.0: torchtitan 0.3.0 needs "
+            "torch_checkpointing 0.1.1, which requires torch >= 2.11",
+        ),
+        (
+            [MEGATRON, "--torch", "2.5.1", "--megatron", "core_v0.19.2"],
+            "torch 2.5.1 cannot train megatron core_v0.19.2",
+        ),
+    ],
+)
+def test_an_incompatible_torch_pin_is_refused_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["train-env", *args, "--cuda", "cu128", "--cache", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and f"torch {PINS.torch}" in err
+    assert not (tmp_path / "attune-train").exists()
 
 
 def test_the_runner_installs_the_te_the_gate_assumed() -> None:

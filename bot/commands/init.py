@@ -1,9 +1,13 @@
 """``attune init``: install attune into a training repository's checkout.
 
-Writes the two thin workflows (``attune-gate.yml``, ``attune-bench.yml``) and the small config
-(``.github/attune.yml``) from ``bot/templates/``, with every ``attune/attune/actions/...@``
-reference pinned to one attune commit. The workflows check out the training repository as data
-only; the code they run, the gate's registry included, comes from that commit.
+Writes the two thin workflows (``attune-gate.yml``, ``attune-bench.yml``), the small config
+(``.github/attune.yml``) and an actionlint config naming the self-hosted runner's ``gpu`` label
+(``.github/actionlint.yaml``) from ``bot/templates/``, with every ``attune/attune/actions/...@``
+reference pointed at the repository that hosts attune (``--action-repo``, default
+``DEFAULT_ACTION_REPO``) and pinned to one attune commit, which is checked to exist there when
+GitHub can be asked (``bot.commands.init_ref``). The bench workflow's training versions are
+attune's one version set (``runners.versions.PINS``). The workflows check out the training
+repository as data only; the code they run, the gate's registry included, comes from that commit.
 """
 
 from __future__ import annotations
@@ -16,18 +20,32 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from bot.commands.init_ref import check_ref, check_repo
 from gate.errors import AttuneError
+from runners.versions import PINS
 
 FILES: tuple[tuple[str, str], ...] = (
     ("workflows/attune-gate.yml", ".github/workflows/attune-gate.yml"),
     ("workflows/attune-bench.yml", ".github/workflows/attune-bench.yml"),
     ("attune.yml", ".github/attune.yml"),
+    ("actionlint.yml", ".github/actionlint.yaml"),
 )
 """(template under ``bot/templates/``, destination in the training repository)."""
 
+DEFAULT_ACTION_REPO = "attune/attune"
+"""The project's canonical repository: where ``uses:`` finds ``actions/gate`` and
+``actions/bench`` unless ``--action-repo`` names a fork or a mirror."""
+
 COMMIT = re.compile(r"[0-9a-f]{40}")
-ACTION_PIN = re.compile(r"(uses:[ \t]*attune/attune/actions/[A-Za-z0-9_.-]+@)[0-9a-f]{40}\b")
+ACTION_PIN = re.compile(r"(uses:[ \t]*)attune/attune(/actions/[A-Za-z0-9_.-]+@)[0-9a-f]{40}\b")
 CONFIG_PIN = re.compile(r"^(attune:[ \t]*)[0-9a-f]{40}\b", re.MULTILINE)
+VERSION_PINS = {
+    "ATTUNE_TORCH": PINS.torch,
+    "ATTUNE_CUDA": PINS.cuda,
+    "ATTUNE_MEGATRON": PINS.megatron_tag,
+    "ATTUNE_TORCHTITAN": PINS.torchtitan,
+}
+"""The bench workflow's ``env`` lines and the version set's value each one is written with."""
 
 
 def package_root() -> Path:
@@ -78,10 +96,13 @@ def resolve_ref(ref: str | None) -> str:
     return ref.lower()
 
 
-def render(text: str, ref: str) -> str:
+def render(text: str, ref: str, repo: str = DEFAULT_ACTION_REPO) -> str:
     """A template with its attune pins (``uses: attune/attune/actions/...@``, ``attune:``) set
-    to ``ref``."""
-    text = ACTION_PIN.sub(lambda m: m.group(1) + ref, text)
+    to ``repo`` and ``ref``, and its training versions to the version set."""
+    text = ACTION_PIN.sub(lambda m: m.group(1) + repo + m.group(2) + ref, text)
+    for name, value in VERSION_PINS.items():
+        line = re.compile(rf'^([ \t]*{name}:[ \t]*)"[^"\n]*"', re.MULTILINE)
+        text = line.sub(rf'\g<1>"{value}"', text)
     return CONFIG_PIN.sub(lambda m: m.group(1) + ref, text)
 
 
@@ -118,13 +139,32 @@ def say(line: str) -> None:
     sys.stdout.write(line + "\n")
 
 
-def init(dest: Path, *, ref: str | None, force: bool) -> int:
+def init(
+    dest: Path,
+    *,
+    ref: str | None,
+    force: bool,
+    action_repo: str = DEFAULT_ACTION_REPO,
+    check: bool = True,
+) -> int:
     """Exit 0 when the files are written or already there; 1 when one differs and ``force`` is
-    not given (nothing is written then)."""
+    not given (nothing is written then). ``check``: ask GitHub whether ``action_repo`` has the
+    commit first (refused when it says no; a line says so when it cannot be asked)."""
+    repo = check_repo(action_repo)
     commit = resolve_ref(ref)
     if not dest.is_dir():
         raise AttuneError(f"{dest}: not a folder (give the training repository's checkout)")
-    plans = [_plan(dest, target, render(template(name), commit)) for name, target in FILES]
+    if check:
+        found = check_ref(repo, commit)
+        if found.checked:
+            say(f"checked: {found.detail}")
+        else:
+            say(
+                f"not checked: whether {repo} has {commit}: {found.detail}; make sure it does "
+                "before the first run, or the workflows fail there"
+            )
+    text = {name: render(template(name), commit, repo) for name, _ in FILES}
+    plans = [_plan(dest, target, text[name]) for name, target in FILES]
     differing = [p for p in plans if p.state == "differs"]
     if differing and not force:
         for plan in differing:
@@ -147,7 +187,9 @@ def init(dest: Path, *, ref: str | None, force: bool) -> int:
         verb = "overwrote" if plan.state == "differs" else "wrote"
         say(f"{verb}: {plan.target}")
     say(
-        f"pinned attune {commit}: commit these files to the default branch and require the "
-        "check attune/gate (docs/github-app.md, 'Installing attune into a training repository')"
+        f"pinned {repo} {commit}, training with torch {PINS.torch} {PINS.cuda}, Megatron-LM "
+        f"{PINS.megatron_tag}, torchtitan {PINS.torchtitan}: commit these files to the default "
+        "branch and require the check attune/gate (docs/github-app.md, 'Installing attune into "
+        "a training repository')"
     )
     return 0

@@ -100,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument(
         "--ref", help="attune commit to pin (40 hex; default: this attune checkout's HEAD)"
     )
+    init.add_argument(
+        "--action-repo",
+        default="attune/attune",
+        help="OWNER/NAME of the repository hosting attune's actions (default: %(default)s)",
+    )
+    init.add_argument(
+        "--no-check",
+        action="store_true",
+        help="do not ask GitHub whether --action-repo has the --ref commit",
+    )
     init.add_argument("--force", action="store_true", help="overwrite files that differ")
 
     env = sub.add_parser(

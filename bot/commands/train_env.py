@@ -19,6 +19,13 @@ A Megatron-LM environment also gets Transformer Engine at the recipe's declared 
 ``runners.megatron.pins.TRANSFORMER_ENGINE``, the one the gate assumed), pybind11, and its
 dataset helpers (``megatron/core/datasets/helpers_cpp``) built, so rank 0's ``make`` at
 start-up (megatron/training/initialize.py:155-178) finds them up to date.
+
+torch is installed first, from the pinned CUDA index; everything after it is installed under
+the pip constraint ``torch==<pin>`` (``constraints.txt`` in the cache folder), so a framework
+whose dependencies need another torch fails the build instead of silently replacing the pinned
+one. Pins known to be incompatible (``runners.versions.TORCH_FLOORS``: torchtitan 0.3.0 needs
+torch >= 2.11) are refused before anything is downloaded. The versions the training repository
+should pin are ``runners.versions.PINS``, the set the gate resolves with.
 """
 
 from __future__ import annotations
@@ -38,9 +45,12 @@ from bot.console import console
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.megatron.pins import TRANSFORMER_ENGINE
+from runners.versions import PINS, torch_problem
 
 MEGATRON_REPO = "https://github.com/NVIDIA/Megatron-LM"
 TORCH_INDEX = "https://download.pytorch.org/whl/{cuda}"
+CONSTRAINTS = "constraints.txt"
+"""In the cache folder: ``torch==<pin>``, the constraint every install after torch runs under."""
 READY = ".ready"
 """Written last: a cache folder without it is a build that did not finish."""
 
@@ -97,13 +107,15 @@ def te_version(body: dict[str, Any], requested: str) -> str | None:
 def _check(req: TrainEnvRequest, framework: str) -> None:
     problems = []
     if not VERSION.match(req.torch):
-        problems.append(f"torch: a version such as 2.9.0, got {req.torch!r}")
+        problems.append(f"torch: a version such as {PINS.torch}, got {req.torch!r}")
     if not re.fullmatch(r"cu[0-9]{3}", req.cuda):
-        problems.append(f"cuda: a CUDA wheel tag such as cu128, got {req.cuda!r}")
+        problems.append(f"cuda: a CUDA wheel tag such as {PINS.cuda}, got {req.cuda!r}")
     if framework == "megatron" and not GIT_REF.match(req.megatron):
-        problems.append(f"megatron: a Megatron-LM tag such as core_v0.19.0, got {req.megatron!r}")
+        problems.append(
+            f"megatron: a Megatron-LM tag such as {PINS.megatron_tag}, got {req.megatron!r}"
+        )
     if framework == "torchtitan" and not VERSION.match(req.torchtitan):
-        problems.append(f"torchtitan: a version such as 0.3.0, got {req.torchtitan!r}")
+        problems.append(f"torchtitan: a version such as {PINS.torchtitan}, got {req.torchtitan!r}")
     if req.transformer_engine and not VERSION.match(req.transformer_engine):
         problems.append(f"transformer-engine: a version, got {req.transformer_engine!r}")
     if problems:
@@ -111,6 +123,14 @@ def _check(req: TrainEnvRequest, framework: str) -> None:
             "the GPU training environment is not pinned: "
             + "; ".join(problems)
             + " (set them in attune-bench.yml, or ATTUNE_TRAIN_PYTHON on the runner)"
+        )
+    version = req.megatron if framework == "megatron" else req.torchtitan
+    incompatible = torch_problem(framework, version, req.torch)
+    if incompatible:
+        raise AttuneError(
+            f"the GPU training environment's pins do not fit together: {incompatible}; attune's "
+            f"version set is torch {PINS.torch}, Megatron-LM {PINS.megatron_tag}, torchtitan "
+            f"{PINS.torchtitan} (docs/gpu-runner.md)"
         )
 
 
@@ -131,10 +151,11 @@ def plan(
     training interpreter; attune's own when None). They run with the new venv's ``bin`` first
     on PATH, so ``python3`` in Megatron's helpers Makefile is the venv's."""
     venv_python = str(folder / "venv" / "bin" / "python")
-    pip = [venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    base = [venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    pip = [*base, "--constraint", str(folder / CONSTRAINTS)]  # torch stays the pinned one
     steps = [
         [python or sys.executable, "-m", "venv", str(folder / "venv")],
-        [*pip, f"torch=={req.torch}", "--index-url", TORCH_INDEX.format(cuda=req.cuda)],
+        [*base, f"torch=={req.torch}", "--index-url", TORCH_INDEX.format(cuda=req.cuda)],
     ]
     if framework == "megatron":
         checkout = str(folder / "Megatron-LM")
@@ -154,6 +175,12 @@ def plan(
     else:
         steps.append([*pip, f"torchtitan=={req.torchtitan}"])
     return steps
+
+
+def constraints(req: TrainEnvRequest) -> str:
+    """The pip constraints file every install after torch's runs under: the pinned torch
+    (``2.11.0`` also admits the CUDA index's ``2.11.0+cu128``, which is what is installed)."""
+    return f"torch=={req.torch}\n"
 
 
 HELPERS = "megatron/core/datasets"
@@ -209,6 +236,7 @@ def train_env(
     if not (folder / READY).is_file():
         shutil.rmtree(folder, ignore_errors=True)  # an interrupted build
         folder.mkdir(parents=True)
+        (folder / CONSTRAINTS).write_text(constraints(req))
         path = f"{folder / 'venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
         env = {**os.environ, "PATH": path}
         for command in plan(framework, req, folder, python=python):

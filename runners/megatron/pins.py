@@ -7,12 +7,16 @@ version ``attune train-env`` installs for it. megatron-core 0.19 defaults to
 and its TE layers raise ImportError without TE (megatron/core/extensions/transformer_engine.py:
 892-896), so TE is not optional for a Megatron-LM run.
 
+The value itself is part of the one version set, ``runners.versions.PINS``.
+
 No Megatron import here: the bot reads it.
 """
 
 from __future__ import annotations
 
-TRANSFORMER_ENGINE = "2.14.0"
+from runners.versions import PINS
+
+TRANSFORMER_ENGINE = PINS.transformer_engine
 """The highest TE version megatron-core 0.19.2's checks ask for (transformer_config.py:1562):
 an undeclared TE refuses nothing for being too old, and the runner installs that version."""
 
