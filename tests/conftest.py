@@ -131,3 +131,35 @@ def slurm_env(slurm: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     for key, value in slurm.settings().items():
         monkeypatch.setenv(key, value)
     return slurm
+
+
+TIER_MARKERS = ("slow", "slurm", "frameworks")
+"""Markers that keep a test out of ``make test-fast``; ``make test`` runs every tier."""
+FAST_TIER_LIMIT_S = 10.0
+"""An unmarked test may take this long (setup and call) in the fast tier before it fails."""
+_SETUP_S = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In the fast tier (``ATTUNE_TEST_TIER=fast``, set by ``make test-fast``), fail an unmarked
+    test whose setup and call took over FAST_TIER_LIMIT_S: it belongs in a marked tier, or the
+    edit loop slows down unnoticed."""
+    outcome = yield
+    if os.environ.get("ATTUNE_TEST_TIER") != "fast":
+        return
+    report = outcome.get_result()
+    if call.when == "setup":
+        item.stash[_SETUP_S] = report.duration
+        return
+    if call.when != "call" or not report.passed:
+        return
+    if any(item.get_closest_marker(name) for name in TIER_MARKERS):
+        return
+    took = item.stash.get(_SETUP_S, 0.0) + report.duration
+    if took > FAST_TIER_LIMIT_S:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {took:.1f} s in the fast tier (limit {FAST_TIER_LIMIT_S:.0f} s): "
+            f"mark it with one of {', '.join(TIER_MARKERS)} or make it faster"
+        )

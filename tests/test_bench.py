@@ -18,6 +18,8 @@ from gate.models import TrialResult
 from gate.recipe import load_recipe
 from runners.adapters import get_adapter
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 RecipeWriter = Callable[..., Path]
 
 

@@ -14,6 +14,8 @@ from bot.interfaces import Proposal
 from gate.ledger import Ledger, LedgerEvent
 from tests.scripted_agent import ProposesOnceDouble
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 LEVERS = {
     "activation_checkpointing": True,
     "attention": "math",

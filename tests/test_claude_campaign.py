@@ -31,6 +31,8 @@ from gate.ledger import Ledger, LedgerEvent
 from tests.conftest import ROOT
 from tests.fake_anthropic import Fail, FakeAnthropic, Request, Turn, text, tool, tool_results
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 LEVERS = {"attention": "math", "threads": 1, "activation_checkpointing": True}
 WHY = "one intra-op thread leaves the second core idle during every matmul"
 TRAIN = "runners/embedded/train.py"

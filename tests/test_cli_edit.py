@@ -14,6 +14,8 @@ from runners.adapters import get_adapter
 from runners.cli_edit import OptionTable, edit_megatron_args, edit_torchtitan_overrides
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 TABLE: OptionTable = {
     "micro_batch_size": [
         {"options": ["--micro-batch-size"], "kind": "store", "nargs": None, "const": None}

@@ -9,6 +9,8 @@ import pytest
 from bot.cli import main
 from gate.ledger import Ledger
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 
 def test_demo_runs_a_campaign_and_shows_the_gate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -24,6 +24,8 @@ from gate.postlaunch import PostLaunchReport
 from gate.postlaunch_reference import PostLaunchReference
 from gate.registry import Registry
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 CAMPAIGN = "c1"
 MakeRecipe = Callable[..., Recipe]
 Resolve = Callable[[Recipe], EffectiveConfig]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gate.ledger import Ledger
 from tests.fakegithub import FakeGitHub
 from tests.github_harness import (
@@ -84,6 +86,7 @@ def test_a_revoked_permission_stops_the_campaign_on_restart(tmp_path: Path) -> N
             assert fake.dispatches() == []
 
 
+@pytest.mark.slow  # real training runs
 def test_a_permission_revoked_mid_campaign_stops_it_before_the_next_launch(
     tmp_path: Path,
 ) -> None:

@@ -16,6 +16,8 @@ from bot.state.fold import fold
 from gate.ledger import Ledger
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

@@ -20,6 +20,8 @@ from runners.run_outcome import classify
 from runners.runner_settings import BASE_ENV, RunnerSettings
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 SECRETS = {"GITHUB_TOKEN": "ghs_secret", "ANTHROPIC_API_KEY": "sk-secret", "ATTUNE_X": "1"}
 
 

@@ -28,6 +28,8 @@ from runners.embedded.config import validate_and_derive
 from runners.local import PROJECT_ROOT
 from tests.injected_bugs import CONFIG
 
+pytestmark = pytest.mark.slow  # trains a checkpoint once, then real runs
+
 Runs = dict[str, Any]
 
 

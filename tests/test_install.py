@@ -717,6 +717,7 @@ def test_the_bench_takes_only_a_regular_recipe_file(
     assert ran[-1].rc == 1 and "is not a regular file in" in ran[-1].stdout
 
 
+@pytest.mark.slow  # real training runs
 @needs_attune
 def test_the_bench_action_runs_a_trial_of_the_commit_recipe(tmp_path: Path) -> None:
     server = bench_server(tmp_path)

@@ -22,6 +22,8 @@ from gate.registry import Registry, load_file, load_registry
 from runners.megatron.adapter import MegatronAdapter
 from tests.megatron_cases import CASES, EXAMPLES, Case, baseline_of, candidate_of
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 pytest.importorskip("megatron.core")
 
 REPO = Path(__file__).resolve().parents[1]

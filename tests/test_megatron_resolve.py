@@ -13,6 +13,8 @@ from runners.adapters import get_adapter
 from runners.megatron.adapter import MEGATRON_PATH_VAR, MegatronAdapter
 from runners.resolve_process import worker_env
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 pytest.importorskip("megatron.core")
 
 LLAMA = Path(__file__).resolve().parents[1] / "examples" / "megatron" / "llama3-8b.yaml"

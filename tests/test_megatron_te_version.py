@@ -22,6 +22,8 @@ from gate.registry import load_registry
 from runners.megatron.adapter import MegatronAdapter
 from runners.megatron.model_checks import ASSUMED_TE
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 pytest.importorskip("megatron.core")
 
 NVFP4 = Path(__file__).resolve().parent / "fixtures" / "megatron" / "llama31-405b-nvfp4.yaml"

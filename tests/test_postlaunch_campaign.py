@@ -28,6 +28,8 @@ from gate.models import EffectiveConfig, TrialResult
 from gate.postlaunch_reference import LOSS_BAND_FLOOR, UNMEASURED_LOSS_FLOOR
 from gate.registry import Registry, load_registry
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 STEPS = 3
 
 

@@ -12,6 +12,8 @@ from gate.recipe import load_recipe
 from runners import worker_adapter
 from runners.megatron.adapter import MegatronAdapter
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "megatron"
 
 pytest.importorskip("megatron.core")

@@ -15,6 +15,8 @@ from bot.forges.local import LocalForge
 from bot.state.fold import fold
 from gate.ledger import Ledger
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = {"examples/megatron/mixtral-8x7b.yaml", "examples/torchtitan/llama3-8b.yaml"}
 """Campaigns that promote and re-measure candidates: about 20 s each on 2 cores."""
@@ -47,6 +49,12 @@ def _check_simulated(work: Path, seed: int) -> None:
             # charged like a real run: simulated wall time x devices
             assert p["device_seconds"] == pytest.approx(run["simulated_wall_s"] * run["devices"])
     assert state.spent_device_seconds > 0  # type: ignore[attr-defined]
+    # the step-time model predicted every run before it started, and the report scores it
+    kinds = [(e.kind, e.payload.get("trial")) for e in events]
+    for i, (kind, trial) in enumerate(kinds):
+        if kind == "trial_started":
+            assert kinds[i - 1] == ("prediction_made", trial)
+    assert "## Predicted vs measured" in (work / "report.md").read_text()
     assert "**SIMULATED**" in (work / "report.md").read_text().split("**Outcome:**")[0]
 
 

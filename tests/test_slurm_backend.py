@@ -27,6 +27,8 @@ from runners.slurm.backend import SlurmBackend
 from runners.slurm.settings import SlurmSettings
 from tests.conftest import ROOT, SMALL_CONFIG
 
+pytestmark = pytest.mark.slurm  # a real Slurm started by tests/slurm_cluster.py
+
 Cluster = Any  # tests.slurm_cluster.SlurmCluster
 
 

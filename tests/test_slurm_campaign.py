@@ -31,6 +31,8 @@ from gate.ledger import Ledger, LedgerEvent
 from tests.conftest import ROOT, SMALL_CONFIG, RecipeWriter
 from tests.test_slurm_backend import runtime_s
 
+pytestmark = pytest.mark.slurm  # a real Slurm started by tests/slurm_cluster.py
+
 Cluster = Any  # tests.slurm_cluster.SlurmCluster
 TUNE = ["--budget", "1", "--steps", "4", "--warmup", "1", "--backend", "slurm"]
 TUNE += ["--max-pairs", "0", "--confirm-pairs", "0"]  # Slurm is under test, not the judgement

@@ -24,6 +24,8 @@ from gate.registry import Registry, load_registry
 from runners.slurm.backend import SlurmBackend
 from tests.conftest import RecipeWriter
 
+pytestmark = pytest.mark.slurm  # a real Slurm started by tests/slurm_cluster.py
+
 
 def settings(tmp_path: Path, **over: Any) -> Settings:
     return Settings(

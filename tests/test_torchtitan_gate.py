@@ -25,6 +25,8 @@ from gate.registry import Registry, load_registry
 from runners.torchtitan.adapter import TorchtitanAdapter
 from tests.conftest import ATTUNE
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 pytest.importorskip("torchtitan")
 
 REPO = Path(__file__).resolve().parents[1]

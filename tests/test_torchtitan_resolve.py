@@ -21,6 +21,8 @@ from gate.registry import load_registry
 from runners.resolve_process import worker_env
 from runners.torchtitan.adapter import TORCHTITAN_PATH_VAR, TorchtitanAdapter
 
+pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
+
 pytest.importorskip("torchtitan")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "torchtitan"

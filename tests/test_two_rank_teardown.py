@@ -23,6 +23,8 @@ from runners.bench import collect, start_bench
 from runners.local import LocalBackend
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 RUNS = int(os.environ.get("ATTUNE_TWO_RANK_RUNS", "6"))
 """Launches in the repeat test; raise it for a longer soak (``ATTUNE_TWO_RANK_RUNS=200``)."""
 CONCURRENT = 3

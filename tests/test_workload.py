@@ -28,6 +28,8 @@ from runners.embedded.data import BLOCK, micro_batch, samples
 from runners.embedded.model import GPT, MoE
 from runners.local import PROJECT_ROOT
 
+pytestmark = pytest.mark.slow  # real training runs or whole campaigns
+
 STEPS = 3
 """Steps of a layout comparison run: step 1 checks the forward, steps 2-3 the update."""
 STEP1_RTOL = 1e-5
