@@ -25,6 +25,7 @@ from gate.events_campaign import CampaignOpened as CampaignOpened
 from gate.events_campaign import ProposalRefused
 from gate.events_judgement import JUDGEMENT_MODELS, Phase, TrialJudged
 from gate.events_lessons import LessonsProposed
+from gate.events_prediction import PredictionMade
 from gate.models import KeyClass, ProfileBreakdown, TrialStatus, Verdict
 
 Role = Literal["calibration", "profile", "candidate", "layout_check"] | Phase
@@ -276,3 +277,5 @@ MODELS.update((model.KIND, model) for model in JUDGEMENT_MODELS)
 """Kind -> its model; the closed list of event kinds."""
 MODELS.update((m.KIND, m) for m in (ToolStarted, ToolFinished, ConversationTrimmed))
 MODELS[ProposalRefused.KIND] = ProposalRefused
+MODELS[PredictionMade.KIND] = PredictionMade
+"""``prediction_made``: the step-time model's prediction of a run, before it launches."""

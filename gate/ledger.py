@@ -55,6 +55,7 @@ EventKind = Literal[
     "tool_finished",
     "conversation_trimmed",
     "proposal_refused",
+    "prediction_made",
 ]
 """What happened; a closed list, frozen by tests (adding one is a reviewed change)."""
 

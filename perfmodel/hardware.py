@@ -154,3 +154,17 @@ def part_for(arch: str | None, memory_gib: float | None, directory: Path = HARDW
     if memory_gib is None:
         return part(arch, directory)
     return min(candidates, key=lambda p: abs(p.hbm_gib - memory_gib))
+
+
+def recipe_part(framework: str, body: dict[str, object], name: str | None = None) -> Part:
+    """The part a recipe runs on: ``name`` (``--hardware``), else the recipe's ``hardware:``,
+    else its ``gpu_arch`` with ``device_memory_gib``; the embedded workload: ``cpu``."""
+    if name:
+        return part(name)
+    if body.get("hardware"):
+        return part(str(body["hardware"]))
+    if framework == "embedded":
+        return part("cpu")
+    memory = body.get("device_memory_gib")
+    arch = body.get("gpu_arch")
+    return part_for(str(arch) if arch else "sm90", None if memory is None else float(str(memory)))

@@ -147,6 +147,7 @@ def test_event_kinds_are_a_closed_list() -> None:
         "tool_finished",
         "conversation_trimmed",
         "proposal_refused",
+        "prediction_made",
     )
 
 

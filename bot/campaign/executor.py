@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.campaign.launch_paths import located, stored
 from bot.campaign.memory_guard import MemoryGuard
+from bot.campaign.predictions import StepPredictor
 from bot.interfaces import Role
 from gate import budget, prelaunch
 from gate.budget import LaunchRefusal
@@ -58,6 +59,8 @@ class LocalExecutor:
         """Forecast of a trial's device-seconds per device before any trial finished."""
         self.backend: Backend = backend or LocalBackend()
         self.memory = MemoryGuard(ledger, campaign)
+        self.predictor = StepPredictor(ledger, campaign)
+        """The step-time model, calibrated on the campaign's finished trials."""
         self.budget_limited: dict[str, float] = {}
         """Trials launched with a wall-clock limit cut to the budget left, and that limit."""
         self.authorize = authorize
@@ -150,8 +153,10 @@ class LocalExecutor:
         *,
         profile: bool = False,
     ) -> Launch:
-        """``trial_started`` first, then the launch, then its handle as ``trial_launched``."""
+        """``prediction_made`` and ``trial_started`` first, then the launch, then its handle as
+        ``trial_launched``."""
         self.authorize("launch a benchmark")
+        self.predictor.record(trial, effective)
         self.record_started(trial, role, recipe, effective, profile=profile)
         # calibration measures the cluster: each baseline run steers clear of the nodes the
         # earlier ones ran on (a backend with one node, or none to choose from, ignores it)

@@ -9,6 +9,7 @@ from pathlib import Path
 from bot.console import console
 from bot.render import cost_line, ledger_table
 from bot.report.judgement import confirmation_text
+from bot.report.predictions import error_summary, prediction_rows
 from bot.state.fold import fold
 from gate.errors import AttuneError
 from gate.ledger import Anchor, Ledger
@@ -67,4 +68,15 @@ def ledger_show(path: Path, *, campaign: str | None) -> int:
             console.print(f"{name}: {cost_line(state)}")
             if state.judgement.confirmed:
                 console.print(f"{name}: {confirmation_text(state.judgement.confirmed)}")
+            predicted = prediction_rows(state)
+            for row in predicted:
+                measured = f"{row.measured:,.0f}" if row.measured else (row.status or "running")
+                console.print(
+                    f"{name}: {row.trial} predicted {row.prior:,.0f} (prior), "
+                    f"{row.calibrated:,.0f} (calibrated), measured {measured} tokens/s/device",
+                    soft_wrap=True,
+                )
+            summary = error_summary(predicted)
+            if summary:
+                console.print(f"{name}: {summary}", soft_wrap=True)
     return 0

@@ -17,22 +17,15 @@ from typing import Any
 from bot.console import console
 from gate.models import Recipe
 from gate.recipe import load_recipe
-from perfmodel import Part, StepPrediction, part, part_for, predict_step
+from perfmodel import Part, StepPrediction, predict_step
+from perfmodel.hardware import recipe_part
 from runners.adapters import get_adapter
 
 
 def hardware_of(recipe: Recipe, name: str | None) -> Part:
     """The part a prediction is for: ``--hardware``, else the recipe's ``hardware:``, else its
-    ``gpu_arch`` with ``device_memory_gib``."""
-    if name:
-        return part(name)
-    body = recipe.body
-    if body.get("hardware"):
-        return part(str(body["hardware"]))
-    if recipe.framework == "embedded":
-        return part("cpu")
-    memory = body.get("device_memory_gib")
-    return part_for(body.get("gpu_arch") or "sm90", None if memory is None else float(memory))
+    ``gpu_arch`` with ``device_memory_gib`` (``perfmodel.hardware.recipe_part``)."""
+    return recipe_part(recipe.framework, recipe.body, name)
 
 
 def prediction_json(recipe: Recipe, prediction: StepPrediction) -> dict[str, Any]:

@@ -4,11 +4,14 @@ hidden comment); the terminal's text is ``text.py``."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bot.render.text import llm_line, shown_value
+from bot.report.predictions import error_summary, prediction_rows
 from bot.state.model import CampaignState
 from gate.events import CandidateProposed
+from gate.events_prediction import PredictionMade
 from gate.models import GateReport
 
 COST_MARKER = "attune:cost"
@@ -46,10 +49,10 @@ CAMPAIGN_COMMENT = """\
 
 **Noise model:** {noise}
 
-| trial | PR | lever | score (tokens/s/device) | vs incumbent | decision | device-s |
-|---|---|---|---|---|---|---|
+| trial | PR | lever | predicted | score (tokens/s/device) | vs incumbent | decision | device-s |
+|---|---|---|---|---|---|---|---|
 {rows}
-
+{predictions}
 **Budget:** {spent_h:.4f} of {budget_h:.4f} GPU-hours spent, {left_h:.4f} left.{llm}
 """
 
@@ -152,6 +155,7 @@ def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
             t.trial,
             f"#{t.pr}" if t.pr else "-",
             t.proposal.title.removeprefix("attune: ") if t.proposal else "",
+            _predicted(t.prediction),
             f"{score:,.0f}" if score else "-",
             f"{gain:+.1%}" if gain is not None else "-",
             judged.decision if judged else "pending",
@@ -167,6 +171,7 @@ def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
         status += f" Incumbent `{state.incumbent}`: {state.speedup:.2f}x the baseline."
     spent_h = state.spent_device_seconds / 3600
     llm = f" LLM agent: {llm_line(state.llm)}." if state.llm else ""
+    summary = error_summary(prediction_rows(state))
     return CAMPAIGN_COMMENT.format(
         llm=llm,
         campaign=state.campaign,
@@ -177,8 +182,17 @@ def campaign_comment(state: CampaignState, *, budget_h: float) -> str:
             if noise
             else "calibrating"
         ),
-        rows="\n".join(rows) or "| - | | | | | | |",
+        rows="\n".join(rows) or "| - | | | | | | | |",
+        predictions=f"\n{summary[0].upper()}{summary[1:]}.\n" if summary else "",
         spent_h=spent_h,
         budget_h=budget_h,
         left_h=max(0.0, budget_h - spent_h),
     )
+
+
+def _predicted(prediction: PredictionMade | None) -> str:
+    """The calibrated prediction with its band, or ``-`` without one."""
+    if prediction is None:
+        return "-"
+    band = math.expm1(prediction.band)
+    return f"{prediction.calibrated_tokens_per_s_per_device:,.0f} +-{band:.0%}"

@@ -13,6 +13,7 @@ from bot.lessons.campaign import FINAL
 from bot.render.pull_request import harness_note, simulated_note
 from bot.render.text import llm_line
 from bot.report.judgement import confirmation_of, judgement_section
+from bot.report.predictions import predictions_section
 from bot.report.model import (
     NO_CHANGE,
     CampaignReport,
@@ -68,6 +69,7 @@ def report_of(state: CampaignState) -> CampaignReport:
         assumptions=state.assumptions,
         confirmation=confirmation_of(state),
         judgement=judgement_section(state),
+        predictions=predictions_section(state),
     )
     for record in state.trials.values():
         if record.role == "candidate":
@@ -227,6 +229,7 @@ def render_markdown(report: CampaignReport) -> str:
     if sourced:
         out += ["", "Sources:", ""]
         out += [f"- {c.trial}: " + "; ".join(c.hypothesis.sources) for c in sourced]
+    out += r.predictions
     out += lessons_section(r)
     out += ["", "## Calibration and profile runs", ""]
     out += ["| trial | role | status | score (tokens/s/device) | profile | device-s |"]

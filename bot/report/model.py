@@ -130,3 +130,5 @@ class CampaignReport(BaseModel):
     """The winner's speedup over the baseline from interleaved pairs, with its interval."""
     judgement: list[str] = Field(default_factory=list)
     """The judgement section's Markdown lines (``bot/report/judgement.py``)."""
+    predictions: list[str] = Field(default_factory=list)
+    """The predicted-vs-measured section's Markdown lines (``bot/report/predictions.py``)."""

@@ -35,6 +35,7 @@ from gate.events_judgement import (
     TrialJudged,
 )
 from gate.events_lessons import LessonsProposed
+from gate.events_prediction import PredictionMade
 from gate.ledger import Ledger, LedgerEvent
 from gate.models import NoiseModel
 from gate.postlaunch_reference import PostLaunchReference
@@ -115,6 +116,8 @@ def _apply_trial(state: CampaignState, event: Event) -> None:
             state.tried.add(event.fingerprint)
         case LaunchRefused():
             state.trial(event.trial).refused = event
+        case PredictionMade():
+            state.trial(event.trial).prediction = event
         case TrialStarted():
             record = state.trial(event.trial)
             if event.role != "layout_check":  # a calibration variant is no move the agent made

@@ -20,6 +20,7 @@ from gate.events import (
 from gate.events_campaign import ProposalRefused
 from gate.events_judgement import TrialJudged
 from gate.events_lessons import LessonsProposed
+from gate.events_prediction import PredictionMade
 from gate.models import NoiseModel, ProfileBreakdown
 from gate.postlaunch_reference import PostLaunchReference
 
@@ -42,6 +43,8 @@ class TrialRecord(BaseModel):
     """The tuned head the candidate was cut from (the campaign's pinned head then)."""
     predicted_peak_bytes: int | None = None
     """The memory model's prediction when it was started (GPU frameworks)."""
+    prediction: PredictionMade | None = None
+    """The step-time model's prediction before its (latest) launch (``prediction_made``)."""
     gate_verdict: str | None = None
     gate_findings: list[FindingRecord] = Field(default_factory=list)
     """The gate's findings, as ``gate_checked`` recorded them."""

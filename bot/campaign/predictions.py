@@ -1,0 +1,107 @@
+"""The step-time model in a campaign: before each launch, what the model predicts of the run
+(``prediction_made``), the prior corrected by the campaign's calibration over every trial that
+finished before it (``perfmodel.calibration``); after it, the trial's score is the measurement
+the prediction is scored against and the next fit's observation.
+
+The part is the baseline recipe's (``hardware:``, else ``gpu_arch`` and ``device_memory_gib``;
+the embedded workload: the ``cpu`` part). A config the model cannot read (a framework or a
+layout it does not know) gets no prediction: the campaign goes on without one.
+"""
+
+from __future__ import annotations
+
+from bot.state.fold import campaign_state
+from bot.state.judgement import ok_score
+from bot.state.model import CampaignState
+from gate.errors import AttuneError
+from gate.ledger import Ledger
+from gate.models import EffectiveConfig
+from gate.recipe import parse_recipe
+from perfmodel import Part, StepPrediction, predict_step
+from perfmodel.calibration import Calibration, Observation, fit
+from perfmodel.hardware import recipe_part
+
+
+class StepPredictor:
+    """The step-time model of one campaign, calibrated on its finished trials."""
+
+    def __init__(self, ledger: Ledger, campaign: str) -> None:
+        self.ledger, self.campaign = ledger, campaign
+        self._part: tuple[Part | None, float | None] | None = None
+
+    def part(self, state: CampaignState) -> tuple[Part | None, float | None]:
+        """The baseline's part and declared device memory (GiB); (None, None) without one."""
+        if self._part is None and state.params is not None:
+            baseline = parse_recipe(state.params.recipe_text, path=state.params.recipe_path)
+            memory = baseline.body.get("device_memory_gib")
+            try:
+                hw: Part | None = recipe_part(baseline.framework, baseline.body)
+            except AttuneError:
+                hw = None
+            self._part = (hw, None if memory is None else float(memory))
+        return self._part or (None, None)
+
+    def prior(self, effective: EffectiveConfig, state: CampaignState) -> StepPrediction | None:
+        """The uncalibrated prediction; None when the model cannot read ``effective``."""
+        hw, memory = self.part(state)
+        if hw is None:
+            return None
+        try:
+            return predict_step(effective, hw, device_memory_gib=memory)
+        except (AttuneError, KeyError, ValueError, TypeError, ZeroDivisionError):
+            return None
+
+    def calibration(self, state: CampaignState) -> Calibration:
+        """The fit over every finished trial with a prediction and a score that counts."""
+        return fit(observations(state))
+
+    def predict(
+        self, effective: EffectiveConfig, state: CampaignState | None = None
+    ) -> tuple[StepPrediction, Calibration] | None:
+        """The prior and the campaign's calibration now (apply one to the other)."""
+        state = state or campaign_state(self.ledger, self.campaign)
+        prior = self.prior(effective, state)
+        if prior is None:
+            return None
+        return prior, self.calibration(state)
+
+    def record(self, trial: str, effective: EffectiveConfig) -> None:
+        """``prediction_made`` for a run about to launch (nothing without a prediction)."""
+        made = self.predict(effective)
+        if made is None:
+            return
+        prior, calibration = made
+        self.ledger.append(
+            self.campaign,
+            "prediction_made",
+            {
+                "trial": trial,
+                "hardware": prior.hardware,
+                "model_version": prior.model_version,
+                "tokens_per_s_per_device": prior.tokens_per_s_per_device,
+                "step_time_s": prior.step_time_s,
+                "breakdown": dict(prior.breakdown),
+                "tokens_per_step": prior.tokens_per_step,
+                "world": prior.world,
+                "peak_memory_bytes": prior.peak_memory_bytes,
+                "fits": prior.fits,
+                "calibrated_tokens_per_s_per_device": calibration.apply(
+                    prior
+                ).tokens_per_s_per_device,
+                "factors": calibration.factors,
+                "band": calibration.band,
+                "calibration_runs": calibration.runs,
+            },
+        )
+
+
+def observations(state: CampaignState) -> list[Observation]:
+    """Every finished trial with a prediction and a score that counts, as an observation."""
+    found = []
+    for t in state.trials.values():
+        score = ok_score(t.finished) if t.finished else None
+        if t.prediction is None or score is None or score <= 0:
+            continue
+        step_s = t.prediction.tokens_per_step / t.prediction.world / score
+        found.append(Observation(breakdown=dict(t.prediction.breakdown), measured_step_s=step_s))
+    return found
