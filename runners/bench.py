@@ -14,9 +14,8 @@ import signal
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
 from gate.errors import AttuneError
+from gate.events import LaunchRecord
 from gate.models import EffectiveConfig, Recipe, TrialResult
 from gate.postlaunch import first_loss
 from gate.prelaunch import Machine, resource_problem
@@ -54,24 +53,8 @@ def check_timeout(timeout_s: float) -> None:
         )
 
 
-class Launch(BaseModel):
-    """A started benchmark: everything needed to turn its outcome into a result, even in
-    another bot process (it is stored in the ledger)."""
-
-    recipe: str
-    framework: str
-    fingerprint: str
-    steps: int
-    warmup: int
-    devices: int
-    profile_trace: str | None
-    handle: RunHandle
-    metrics_context: dict[str, int] = Field(default_factory=dict)
-    """The adapter's context for parsing the launch's metrics."""
-    harness: list[str] = Field(default_factory=list)
-    """The benchmark harness's own arguments (GPU frameworks)."""
-    overridden: list[str] = Field(default_factory=list)
-    """The recipe's own arguments the harness replaced."""
+Launch = LaunchRecord
+"""A started benchmark, stored beside the run and in the ledger (``gate.events.LaunchRecord``)."""
 
 
 def this_machine() -> Machine:

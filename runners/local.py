@@ -12,6 +12,7 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from gate.errors import AttuneError
+from gate.events import HandleRecord
 from runners.adapter import LaunchSpec
 from runners.launch_env import launch_environment
 from runners.supervise import EXIT_FILE, alive
@@ -19,22 +20,9 @@ from runners.supervise import EXIT_FILE, alive
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-class RunHandle(BaseModel):
-    """What a restarted bot needs to find a launch again; stored in the ledger."""
-
-    backend: str
-    pid: int
-    """The supervisor's pid."""
-    workdir: str
-    allocated_at: float
-    """Unix time the devices were taken (just before the supervisor started); for a cluster
-    job, the submission (its real allocation comes from the cluster when it is over)."""
-    job_id: int | None = None
-    """A cluster job's id (Slurm): how a restarted bot finds the run again."""
-    timeout_s: float | None = None
-    """The wall-clock limit a cluster backend enforces itself, after a restart too."""
-    hang_timeout_s: float | None = None
-    """No new output for this long and a cluster backend cancels the job as hung."""
+RunHandle = HandleRecord
+"""What a restarted bot needs to find a launch again; stored in the ledger (one class with the
+ledger's ``gate.events.HandleRecord``)."""
 
 
 class RunOutcome(BaseModel):
