@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bot.commands.preflight import DoctorFailed, preflight, refused_result
 from bot.commands.stop import sigterm_interrupts
 from bot.console import console
 from bot.render import trial_line
 from gate.errors import AttuneError, RunFailed
 from gate.recipe import load_recipe
+from runners.adapters import get_adapter
 from runners.backends import make_backend
 from runners.bench import check_run_length, check_timeout, run_bench
 
@@ -44,13 +46,25 @@ def bench(
 ) -> int:
     """Exit 0 when the run finished cleanly, 1 when it finished with NaN/Inf, 4 (``RunFailed``)
     when it did not finish: crashed, ran out of memory, hung, timed out or lost a rank. The
-    result JSON is written in every case; bad input (exit 2) is refused before the run."""
+    result JSON is written in every case; bad input (exit 2) is refused before the run. A
+    Megatron-LM or torchtitan recipe on the local backend is checked by ``attune doctor``
+    first (``bot.commands.preflight``): a failed check is exit 2 with nothing run, and a
+    ``failed`` result holding the doctor's words is written to ``out``."""
     check_run_length(steps, warmup)
     check_timeout(timeout_s)
     recipe = load_recipe(recipe_path)
     workdir = workdir or Path("runs") / "bench" / recipe.name
     out = out or workdir / "result.json"
     check_out(out)  # before the run: a result that cannot be written would be lost
+    try:
+        preflight(recipe, backend=backend, workdir=workdir)  # attune doctor, for a GPU recipe
+    except DoctorFailed as refused:
+        # the bench action uploads this result: the doctor's words reach the bot and the PR
+        effective = get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
+        result = refused_result(recipe, str(refused), warmup=warmup, devices=effective.devices)
+        result.fingerprint, result.trial, result.sha = effective.fingerprint(), trial, sha
+        out.write_text(result.model_dump_json(indent=2))
+        raise
     with sigterm_interrupts():  # a shutdown cancels a cluster job instead of orphaning it
         result = run_bench(
             recipe,

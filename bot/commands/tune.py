@@ -22,6 +22,7 @@ from bot.campaign.setup import (
     check_request,
     open_campaign,
 )
+from bot.commands.preflight import preflight
 from bot.commands.stop import sigterm_interrupts, stop_requested, withdraw
 from bot.commands.tune_console import LiveProgress, summarize
 from bot.console import console
@@ -74,6 +75,7 @@ def open_new(
     if (workdir / "ledger.db").exists() and holds_campaign(workdir / "ledger.db"):
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
     make_backend(backend)
+    preflight(recipe, backend=backend, workdir=workdir)  # attune doctor: before anything is made
     workdir.mkdir(parents=True, exist_ok=True)
     with Ledger(workdir / "ledger.db") as ledger:
         open_campaign(
