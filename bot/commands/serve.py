@@ -44,9 +44,16 @@ def serve(*, host: str, port: int) -> int:
         settings = Settings()  # the fields come from ATTUNE_* variables
     except ValidationError as exc:
         problems = "; ".join(
-            f"ATTUNE_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+            f"ATTUNE_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            for e in exc.errors()
+            if e["type"] != "default_factory_not_called"  # a default from a refused setting
         )
         raise AttuneError(f"settings: {problems}") from None
+    if settings.private_key_path.is_dir():
+        raise AttuneError(
+            "is a directory; ATTUNE_PRIVATE_KEY_PATH takes the App's .pem file",
+            path=str(settings.private_key_path),
+        )
     if not settings.private_key_path.is_file():
         raise AttuneError("no such file", path=str(settings.private_key_path))
     check_private_key(settings.private_key_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -20,10 +21,13 @@ class Settings(BaseSettings):
     """PEM private key of the App (signs the JWT exchanged for installation tokens)."""
     webhook_secret: SecretStr = Field(min_length=1)
     """Secret the App's webhooks are signed with (X-Hub-Signature-256)."""
-    ledger_path: Path = Path(".attune") / "ledger.db"
-    """The append-only ledger every campaign charges."""
-    state_dir: Path = Path(".attune")
-    """Campaign work directories and the delivery log."""
+    state_dir: Path = Field(default_factory=lambda: default_state_dir())
+    """Campaign work directories and the delivery log: an absolute path (a relative one is
+    refused: the service must not depend on the folder it was started from). Default:
+    ``$XDG_STATE_HOME/attune``, else ``~/.local/state/attune``."""
+    ledger_path: Path = Field(default_factory=lambda data: data["state_dir"] / "ledger.db")
+    """The append-only ledger every campaign charges, an absolute path; unset:
+    ``<state_dir>/ledger.db``."""
     default_budget: float = Field(1.0, gt=0, allow_inf_nan=False)
     """GPU-hours a campaign may spend when ``/attune tune`` gives no ``budget=``."""
     allowed_repositories: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -84,6 +88,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"{repo!r} is not owner/name")
         return value
 
+    @field_validator("state_dir", "ledger_path")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        if not value.expanduser().is_absolute():
+            raise ValueError(
+                f"{str(value)!r} is relative: give an absolute path (the service must not "
+                "depend on the folder it is started from)"
+            )
+        return value.expanduser()
+
     @model_validator(mode="after")
     def _the_default_budget_is_within_the_cap(self) -> Settings:
         if self.default_budget > self.max_budget_hours:
@@ -104,3 +118,10 @@ class Settings(BaseSettings):
 
     def private_key(self) -> str:
         return self.private_key_path.read_text()
+
+
+def default_state_dir() -> Path:
+    """Where ``attune serve`` keeps its state when ``ATTUNE_STATE_DIR`` is unset: an absolute
+    path, never one relative to the current directory."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser().resolve() / "attune"
