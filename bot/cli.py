@@ -30,6 +30,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return demo(
             workdir=args.workdir,
+            long=args.long,
             steps=args.steps,
             warmup=args.warmup,
             budget_hours=args.budget,
@@ -155,11 +156,12 @@ def dispatch(args: argparse.Namespace) -> int:
         if args.pr_command == "list":
             return pr_list(args.workdir)
         return pr_show(args.workdir, args.number)
-    from bot.commands.ledger import ledger_show, ledger_verify
+    from bot.commands.ledger import default_ledger, ledger_show, ledger_verify
 
+    path = args.ledger or default_ledger()
     if args.ledger_command == "verify":
-        return ledger_verify(args.ledger, anchors=args.anchor)
-    return ledger_show(args.ledger, campaign=args.campaign)
+        return ledger_verify(path, anchors=args.anchor)
+    return ledger_show(path, campaign=args.campaign)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,8 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one plain line, never wrapped: scripts and CI logs grep it
         sys.stderr.write(f"attune: error: {exc}\n")
         return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("attune: interrupted\n")
+    except KeyboardInterrupt as exc:  # a campaign says what goes on and how to resume it
+        sys.stderr.write(f"attune: interrupted: {exc}\n" if str(exc) else "attune: interrupted\n")
         return 130
     except Exception as exc:
         with tempfile.NamedTemporaryFile(

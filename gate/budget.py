@@ -162,3 +162,49 @@ def check_launch(
             ),
         )
     return None
+
+
+FIRST_RUN_FORECAST_S = 60.0
+"""Device-seconds per device a run is forecast at before any run of the campaign was measured
+(``LocalExecutor``'s ``default_forecast_s``): the forecast a new campaign's budget is checked
+against before anything launches."""
+
+
+class CampaignFloor(BaseModel):
+    """What a new campaign is forecast to spend before its first candidate, and the least
+    budget that buys one (device-seconds)."""
+
+    per_run_s: float
+    calibration_runs: int
+    calibration_s: float
+    """The baseline's calibration runs and the profile the agent asks for first."""
+    minimum_s: float
+    """Calibration plus one candidate run. The layout checks are not counted: a campaign skips
+    them when the budget cannot spare them."""
+
+
+def campaign_floor(*, per_run_s: float, calibration_runs: int) -> CampaignFloor:
+    """The forecast of a new campaign's calibration, and the least budget that buys a
+    candidate, at ``per_run_s`` device-seconds a run."""
+    calibration_s = (calibration_runs + 1) * per_run_s
+    return CampaignFloor(
+        per_run_s=per_run_s,
+        calibration_runs=calibration_runs,
+        calibration_s=calibration_s,
+        minimum_s=calibration_s + per_run_s,
+    )
+
+
+def check_buys_a_candidate(budget_hours: float, floor: CampaignFloor) -> None:
+    """Refuse, before anything launches, a budget that calibration would spend before any
+    candidate could run: the AttuneError names the forecast and the minimum."""
+    if budget_hours * 3600 >= floor.minimum_s:
+        return
+    minimum_h = math.ceil(floor.minimum_s / 3600 * 1000) / 1000
+    raise AttuneError(
+        f"--budget {budget_hours:g} device-hours buys no candidate: calibration is forecast at "
+        f"{_hours(floor.calibration_s)} device-hours ({floor.calibration_runs} baseline runs "
+        f"and a profile, {floor.per_run_s:.0f} device-seconds each until a run is measured) "
+        f"and a candidate at {_hours(floor.per_run_s)} more; give --budget {minimum_h:g} or "
+        f"more (each further candidate about {_hours(floor.per_run_s)})"
+    )

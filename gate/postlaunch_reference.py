@@ -166,7 +166,12 @@ def summary(reference: PostLaunchReference | None) -> list[str]:
             f"- step-1 gradient norm: {reference.step1_grad_norm:.6g} "
             f"(within {reference.grad_norm_tolerance:.2%})"
         )
-    if band:
-        lines.append(f"- losses of steps 1..{reference.k} within {band[0]:.2%} .. {band[-1]:.2%}")
+    if band and band[0] == band[-1]:
+        lines.append(f"- losses of steps 1..{reference.k}: each within {band[0]:.2%}")
+    elif band:
+        lines.append(
+            f"- losses of steps 1..{reference.k}: within {band[0]:.2%} at step 1, widening to "
+            f"{band[-1]:.2%} at step {reference.k}"
+        )
     lines += [f"- note: {n}" for n in reference.notes]
     return lines

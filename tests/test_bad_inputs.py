@@ -244,7 +244,7 @@ def test_empty_ledger_left_behind_takes_a_new_campaign(tmp_path: Path) -> None:
     open_new(
         workdir,
         recipe_path=Path(EXAMPLE),
-        budget_hours=0.1,
+        budget_hours=0.2,  # above the least budget that buys a candidate
         agent="rules",
         steps=12,
         warmup=3,
@@ -305,7 +305,7 @@ def test_campaign_in_a_folder_with_spaces_opens_its_forge(tmp_path: Path) -> Non
     open_new(
         workdir,
         recipe_path=recipe,
-        budget_hours=0.1,
+        budget_hours=0.2,  # above the least budget that buys a candidate
         agent="rules",
         steps=4,
         warmup=1,

@@ -20,6 +20,7 @@ from gate.postlaunch_reference import (
     UNMEASURED_LOSS_FLOOR,
     PostLaunchReference,
     calibrate,
+    summary,
 )
 from tests.events_factory import payload
 
@@ -186,4 +187,6 @@ def test_the_report_shows_how_the_checks_were_calibrated(tmp_path: Path) -> None
     section = after[after.index("## Post-launch checks") :]
     assert "- calibrated from: b1, v1\n- layout variant: v\n" in section
     assert "- step-1 gradient norm: 1 (within 2.00%)" in section
-    assert "- losses of steps 1..4 within 0.20% .. 0.20%" in section
+    assert "- losses of steps 1..4: each within 0.20%\n" in section  # one band, said once
+    widening = summary(ref.model_copy(update={"loss_band": [0.002, 0.002, 0.003, 0.005]}))
+    assert "- losses of steps 1..4: within 0.20% at step 1, widening to 0.50% at step 4" in widening

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bot.console import console
+from bot.render.text import with_article
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.megatron.pins import MIN_PYTHON
@@ -182,7 +183,9 @@ def doctor_checks(recipe_path: Path, *, workdir: Path) -> list[Check]:
     recipe = load_recipe(recipe_path)
     framework = recipe.framework
     if framework not in ("megatron", "torchtitan"):
-        raise AttuneError(f"a {framework} recipe runs on attune's own CPU workload: no GPU checks")
+        raise AttuneError(
+            f"{with_article(framework)} recipe runs on attune's own CPU workload: no GPU checks"
+        )
     body = recipe.body
     settings = RunnerSettings.from_env()
     modules = ["transformer_engine", "megatron"] if framework == "megatron" else ["torchtitan"]

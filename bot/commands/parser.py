@@ -17,18 +17,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attune", description="Tune training recipes safely.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="tune the embedded example end to end")
+    demo = sub.add_parser("demo", help="tune the embedded example end to end (about 3 min)")
     demo.add_argument("--workdir", type=directory, help="default: runs/demo-<time>")
-    demo.add_argument("--steps", type=int, default=DEFAULT_STEPS)
-    demo.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
-    demo.add_argument("--budget", type=float, default=0.25, help="device-hours")
-    demo.add_argument("--max-trials", type=int, default=12, help="candidates at most")
-    demo.add_argument("--max-pairs", type=int, help="A/B pairs at most per candidate (default 3)")
-    demo.add_argument("--confirm-pairs", type=int, help="final confirmation pairs (default 1)")
+    demo.add_argument(
+        "--long",
+        action="store_true",
+        help="the long campaign (about 11 min on 2 cores): 12-step runs, 12 candidates, A/B "
+        "re-measurement and a confirmation",
+    )
+    demo.add_argument("--steps", type=int, help="steps per run (default: 6; --long: 12)")
+    demo.add_argument("--warmup", type=int, help="steps not scored (default: 2; --long: 3)")
+    demo.add_argument("--budget", type=float, help="device-hours (default: 0.15; --long: 0.25)")
+    demo.add_argument("--max-trials", type=int, help="candidates at most (default: 3; --long: 12)")
+    demo.add_argument(
+        "--max-pairs", type=int, help="A/B pairs at most per candidate (default: 0; --long: 3)"
+    )
+    demo.add_argument(
+        "--confirm-pairs", type=int, help="final confirmation pairs (default: 0; --long: 1)"
+    )
 
     tune = sub.add_parser("tune", help="run a tuning campaign (or --resume one)")
     tune.add_argument("recipe", type=Path, nargs="?")
-    tune.add_argument("--budget", type=float, help="device-hours the campaign may spend")
+    tune.add_argument(
+        "--budget",
+        type=float,
+        help="device-hours the campaign may spend (no default: a new campaign needs one; one "
+        "that buys no candidate is refused with the minimum)",
+    )
     tune.add_argument(
         "--agent",
         default="rules",
@@ -39,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--resume", type=directory, metavar="DIR", help="continue the campaign in DIR"
     )
-    tune.add_argument("--steps", type=int, default=DEFAULT_STEPS)
-    tune.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
+    tune.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="training steps per run")
+    tune.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="first steps not scored")
     tune.add_argument("--max-trials", type=int, default=20, help="candidates at most")
     tune.add_argument("--calibration-runs", type=int, default=5, help="baseline runs (>= 5)")
     tune.add_argument(
@@ -73,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run one benchmark trial of a recipe")
     bench.add_argument("recipe", type=Path)
-    bench.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    bench.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="training steps")
     bench.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="steps not scored")
     bench.add_argument("--out", type=Path, help="result JSON (default: WORKDIR/result.json)")
     bench.add_argument("--workdir", type=directory, help="logs and launch files")
@@ -162,7 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)
     for name, text in (("verify", "re-hash the chain"), ("show", "events and GPU-hours")):
         p = ledger_sub.add_parser(name, help=text)
-        p.add_argument("--ledger", type=ledger_file, default=DEFAULT_LEDGER)
+        p.add_argument(
+            "--ledger",
+            type=ledger_file,
+            help=f"default: ledger.db when the current directory is a campaign's, else "
+            f"{DEFAULT_LEDGER} (the App's)",
+        )
         if name == "show":
             p.add_argument("--campaign")
         else:  # SEQ:HASH heads copied from campaign comments or reports
@@ -182,4 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
     pr_show.add_argument("number", type=pr_number)
     for p in (pr_list, pr_show):
         p.add_argument("--workdir", type=directory, default=Path("."), help="default: .")
+    show_defaults(parser)
     return parser
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every option's default in ``--help``: appended to its help unless the help already
+    says it (``default: ...``); flags (``store_true``) and options without one are left."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+            continue
+        default = action.default
+        if not action.option_strings or default in (None, False, argparse.SUPPRESS, []):
+            continue
+        if action.help and "default" in action.help:
+            continue
+        shown = str(default).replace("%", "%%")
+        action.help = f"{action.help} (default: {shown})" if action.help else f"default: {shown}"

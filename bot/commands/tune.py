@@ -30,8 +30,14 @@ from bot.forges.local import LocalForge
 from bot.interfaces import Agent
 from bot.report.build import write_report
 from bot.state.fold import campaign_state
+from bot.state.model import CampaignParams, CampaignState
 from gate import sequential
-from gate.budget import check_budget_hours
+from gate.budget import (
+    FIRST_RUN_FORECAST_S,
+    campaign_floor,
+    check_budget_hours,
+    check_buys_a_candidate,
+)
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import load_recipe
@@ -71,7 +77,11 @@ def open_new(
     if problem:
         raise AttuneError(problem)
     recipe = load_recipe(recipe_path)  # an unreadable or malformed file names itself here
-    get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
+    effective = get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
+    floor = campaign_floor(
+        per_run_s=FIRST_RUN_FORECAST_S * effective.devices, calibration_runs=calibration_runs
+    )
+    check_buys_a_candidate(budget_hours, floor)  # calibration alone must not spend it all
     if (workdir / "ledger.db").exists() and holds_campaign(workdir / "ledger.db"):
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
     make_backend(backend)
@@ -147,33 +157,67 @@ def run_campaign(
     replaces the one the campaign was opened with (for plugging in another implementation);
     ``lessons_dir`` the experience bank (default ``registry/lessons/``)."""
     ledger, name = open_ledger(workdir)
-    with ledger, own_campaign_dir(workdir), sigterm_interrupts():  # one process owns it
-        params = campaign_state(ledger, name).params
-        backend = make_backend(
-            (params.backend if params else None) or "local",
-            should_stop=stop_requested(workdir),
-            simulation=params.simulation if params else None,
-        )
-
-        local_executor = campaign_executor(ledger, name, workdir, backend=backend)
-
-        with LocalForge(workdir / "forge") as forge:
-            with Live(console=console, auto_refresh=False, transient=True) as display:
-                progress = LiveProgress(display if live and console.is_terminal else None)
-                campaign = build_campaign(
-                    ledger,
-                    name,
-                    forge=forge,
-                    executor=local_executor,
-                    progress=progress,
-                    agent=agent,
-                    stop_requested=stop_requested(workdir),
-                    lessons_dir=lessons_dir,
-                )
-                state = campaign.run()
-            report = write_report(ledger.events(name), workdir)
+    params = campaign_state(ledger, name).params
+    try:
+        with ledger, own_campaign_dir(workdir), sigterm_interrupts():  # one process owns it
+            state, report = _run_owned(
+                workdir, ledger, name, params, live=live, agent=agent, lessons_dir=lessons_dir
+            )
+    except KeyboardInterrupt as exc:
+        if str(exc):
+            raise
+        backend = (params.backend if params else None) or "local"
+        raise KeyboardInterrupt(interrupted_note(workdir, backend)) from None
     summarize(state, report)
     return report
+
+
+def interrupted_note(workdir: Path, backend: str) -> str:
+    """What Ctrl-C (or SIGTERM) left behind and how to carry on: ``attune: interrupted: ...``."""
+    if backend == "slurm":
+        running = "its running Slurm job is cancelled and charged for what it held"
+    elif backend == "local":
+        running = "a run already launched goes on in the background and is charged when it ends"
+    else:
+        running = f"a run already launched on the {backend} backend is collected on resume"
+    return (
+        f"the campaign in {workdir} stopped; {running}; `attune tune --resume {workdir}` "
+        "collects it and carries on"
+    )
+
+
+def _run_owned(
+    workdir: Path,
+    ledger: Ledger,
+    name: str,
+    params: CampaignParams | None,
+    *,
+    live: bool,
+    agent: Agent | None,
+    lessons_dir: Path | None,
+) -> tuple[CampaignState, Path]:
+    """``run_campaign`` once this process owns ``workdir``: the final state and the report."""
+    backend = make_backend(
+        (params.backend if params else None) or "local",
+        should_stop=stop_requested(workdir),
+        simulation=params.simulation if params else None,
+    )
+    local_executor = campaign_executor(ledger, name, workdir, backend=backend)
+    with LocalForge(workdir / "forge") as forge:
+        with Live(console=console, auto_refresh=False, transient=True) as display:
+            progress = LiveProgress(display if live and console.is_terminal else None)
+            campaign = build_campaign(
+                ledger,
+                name,
+                forge=forge,
+                executor=local_executor,
+                progress=progress,
+                agent=agent,
+                stop_requested=stop_requested(workdir),
+                lessons_dir=lessons_dir,
+            )
+            state = campaign.run()
+        return state, write_report(ledger.events(name), workdir)
 
 
 def tune(

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
-from bot.console import console
+from bot.console import console, log_line
 from bot.render import llm_line, noise_line, simulated_note
 from bot.state.model import CampaignState
 
@@ -41,7 +41,7 @@ class LiveProgress:
             self.live.update(table, refresh=True)
         line = f"[{phase}] {detail}"
         if line != self.last:  # a log line per change, for logs and non-terminals
-            console.log(line, markup=False)
+            log_line(line)
             self.last = line
 
 
@@ -51,12 +51,16 @@ def summarize(state: CampaignState, report: Path) -> None:
     simulated = simulated_note(state.params.simulation if state.params else None)
     if simulated:
         console.print(simulated.removeprefix("> "), markup=False)
-    if state.noise and state.speedup is not None:
+    spent = f"{state.spent_device_seconds / 3600:.4f} GPU-hours spent"
+    if state.params is not None:
+        spent += f" of {state.params.budget_device_hours:g}"
+    if not state.candidates:  # no speedup to speak of: the baseline was never challenged
+        console.print(f"no candidate was tried: the baseline stays; {spent}")
+    elif state.noise and state.speedup is not None:
         speedup = state.speedup
         console.print(
             f"incumbent [bold]{state.incumbent}[/]: {speedup:.2f}x the baseline "
-            f"(threshold {state.noise.threshold:.1%}), "
-            f"{state.spent_device_seconds / 3600:.4f} GPU-hours spent"
+            f"(threshold {state.noise.threshold:.1%}), {spent}"
         )
     if state.noise:
         console.print(noise_line(state.noise))

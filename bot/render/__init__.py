@@ -19,6 +19,7 @@ from bot.render.pull_request import (
 from bot.render.text import (
     CLASS_STYLE,
     VERDICT_STYLE,
+    GateTable,
     cost_line,
     gate_table,
     ledger_table,
@@ -36,6 +37,7 @@ __all__ = [
     "CLOSING_MARKER",
     "COST_COMMENT",
     "COST_MARKER",
+    "GateTable",
     "VERDICT_STYLE",
     "campaign_comment",
     "candidate_body",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.table import Table
 
@@ -23,28 +24,84 @@ CLASS_STYLE = {
 }
 
 
+def with_article(word: str) -> str:
+    """``an embedded``, ``a megatron``: the indefinite article a word takes in running text."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def shown_value(v: Any) -> str:
     return json.dumps(v) if not isinstance(v, str) else v
 
 
-def gate_table(report: GateReport, title: str = "") -> Table:
-    table = Table(title=title or None, title_justify="left")
-    table.add_column("key", no_wrap=True)
-    for col in ("baseline", "candidate"):
-        table.add_column(col, overflow="fold", max_width=24)
-    table.add_column("class", no_wrap=True)
-    table.add_column("reason and source", overflow="fold", ratio=1, min_width=30)
-    for f in report.findings:
-        style = CLASS_STYLE[f.key_class]
-        key = f"{f.key} (derived)" if f.derived else f.key
-        table.add_row(
-            key,
-            shown_value(f.baseline),
-            shown_value(f.candidate),
-            f"[{style}]{f.key_class}[/]",
-            f"{escape(f.reason)}\n[dim]{escape(f.source)}[/]",
-        )
-    return table
+def gate_table(report: GateReport, title: str = "") -> GateTable:
+    """The gate's findings as a table that fits the width it is printed at."""
+    return GateTable(report, title)
+
+
+class GateTable:
+    """The gate's findings, laid out for the width rich gives it when printed: five columns
+    when they fit, else two (key, values and class | reason and source). Every cell wraps;
+    nothing is cropped, and the source ``file:line`` keeps a line of its own, whole whenever
+    the width allows it (80 columns for every framework's sources)."""
+
+    KEY_MAX = 40
+    VALUE_MAX = 24
+    REASON_MIN = 30
+    NARROW_KEY_MIN = 12
+
+    def __init__(self, report: GateReport, title: str = "") -> None:
+        self.report = report
+        self.title = title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
+
+    def table(self, width: int) -> Table:
+        findings = self.report.findings
+        keys = [f"{f.key} (derived)" if f.derived else f.key for f in findings]
+        values = [shown_value(v) for f in findings for v in (f.baseline, f.candidate)]
+        source_w = max((len(f.source) for f in findings), default=0)
+        key_w = min(max((len(k) for k in keys), default=3), self.KEY_MAX)
+        value_w = min(max((len(v) for v in values), default=8), self.VALUE_MAX)
+        value_w = max(value_w, len("candidate"))
+        class_w = max((len(f.key_class) for f in findings), default=5)
+        reason_min = max(source_w, self.REASON_MIN)
+        fixed = key_w + 2 * value_w + class_w
+        table = Table(title=self.title or None, title_justify="left")
+        if fixed + reason_min + 16 <= width:  # 5 columns: 1 border + 2 padding each, + 1
+            table.add_column("key", overflow="fold", width=key_w)
+            for col in ("baseline", "candidate"):
+                table.add_column(col, overflow="fold", width=value_w)
+            table.add_column("class", overflow="fold", width=class_w)
+            table.add_column("reason and source", overflow="fold", width=width - 16 - fixed)
+            for key, f in zip(keys, findings, strict=True):
+                table.add_row(
+                    escape(key),
+                    escape(shown_value(f.baseline)),
+                    escape(shown_value(f.candidate)),
+                    _styled_class(f.key_class),
+                    _reason_and_source(f.reason, f.source),
+                )
+            return table
+        reason_w = max(reason_min, (width - 7) * 11 // 20)  # a little over half
+        reason_w = max(1, min(reason_w, width - 7 - self.NARROW_KEY_MIN))
+        table.add_column("key: baseline -> candidate", overflow="fold", width=width - 7 - reason_w)
+        table.add_column("reason and source", overflow="fold", width=reason_w)
+        for key, f in zip(keys, findings, strict=True):
+            change = f"{shown_value(f.baseline)} -> {shown_value(f.candidate)}"
+            table.add_row(
+                f"{escape(key)}\n{escape(change)}\n{_styled_class(f.key_class)}",
+                _reason_and_source(f.reason, f.source),
+            )
+        return table
+
+
+def _styled_class(key_class: str) -> str:
+    return f"[{CLASS_STYLE[key_class]}]{key_class}[/]"
+
+
+def _reason_and_source(reason: str, source: str) -> str:
+    return f"{escape(reason)}\n[dim]{escape(source)}[/]"
 
 
 def verdict_line(report: GateReport) -> str:

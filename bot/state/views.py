@@ -49,7 +49,10 @@ def agent_view(
             k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
         },
         threshold=(state.judgement.noise or state.noise).threshold if state.noise else noise.FLOOR,
-        budget_left_s=state.params.budget_device_hours * 3600 - state.spent_device_seconds,
+        # never below zero: a run stopped at the budget's limit may overshoot it by a little
+        budget_left_s=max(
+            0.0, state.params.budget_device_hours * 3600 - state.spent_device_seconds
+        ),
         forecast_s=forecast_s,
         cores=cores,
     )
