@@ -171,7 +171,8 @@ class Campaign:
         ctx = self.ctx
         params = ctx.params(state)
         if len(state.candidates) >= params.max_trials:
-            end(ctx, "max_trials", [f"{params.max_trials} candidates tried"])
+            tried = params.max_trials
+            end(ctx, "max_trials", [f"{tried} candidate{'s' * (tried != 1)} tried (--max-trials)"])
             return
         view = self.view(state)
         decision = ctx.agent.decide(view, self.probe_of(state), state.tried)
