@@ -56,6 +56,7 @@ def test_the_demo_gate_table_keeps_every_source_whole(width: int) -> None:
     assert "runners/embedded/train.py:187" in "\n".join(lines)
 
 
+@pytest.mark.frameworks  # torchtitan's own config parsing, cold: about 20 s
 def test_a_torchtitan_size_change_keeps_its_columns_at_80() -> None:
     _, report = judge_pair(*TITAN_PAIR)
     lines = rendered(report, 80)
