@@ -14,7 +14,8 @@ from bot.console import console
 from bot.github.service import GitHubCampaigns
 from bot.github.settings import Settings
 from bot.render import campaign_comment
-from bot.report.build import build_report, render_markdown, write_report
+from bot.report.build import _hypothesis, build_report, render_markdown, write_report
+from bot.report.model import Hypothesis
 from bot.state.fold import fold
 from gate.ledger import EventKind, Ledger, LedgerEvent
 from gate.models import ProfileBreakdown
@@ -237,6 +238,16 @@ def test_markdown_rows_decisions_and_diff(events: list[LedgerEvent]) -> None:
     c1 = _row(md, "c1")
     assert "| #11 | activation_checkpointing: true -> false |" in c1
     assert "compute: activation_checkpointing costs time, expected +20%" in c1
+    # a lesson backing the move is named by id, its whole claim left to the pull request
+    backed = Hypothesis(
+        bottleneck="compute",
+        mechanism="recompute runs every forward twice. Backed by lesson l1 (2 trials): a claim",
+        expected_gain_pct=20,
+        lessons=["l1"],
+    )
+    assert _hypothesis(backed) == (
+        "compute: recompute runs every forward twice, expected +20% (lessons: l1)"
+    )
     assert "1,250" in c1 and "+25.00%" in c1 and "merged: merge it" in c1 and "25.0" in c1
     assert "closed: close it" in _row(md, "c2") and "+0.80%" in _row(md, "c2")
     c3 = _row(md, "c3")

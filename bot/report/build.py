@@ -151,7 +151,11 @@ def _num(value: float | None, fmt: str = ",.0f") -> str:
 
 
 def _hypothesis(h: Hypothesis) -> str:
-    text = f"{h.bottleneck}: {h.mechanism}" if h.bottleneck else h.mechanism
+    """The table's hypothesis cell: the mechanism's first sentence (what the later sentences
+    add, the model's prediction and a backing lesson's whole claim, stays in the candidate's
+    pull request; the cell names the lessons by id)."""
+    mechanism = h.mechanism.split(". ", 1)[0]
+    text = f"{h.bottleneck}: {mechanism}" if h.bottleneck else mechanism
     if h.expected_gain_pct is not None:
         text += f", expected {h.expected_gain_pct:+g}%"
     if h.lessons:
