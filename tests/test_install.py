@@ -743,3 +743,26 @@ def test_the_bench_action_runs_a_trial_of_the_commit_recipe(tmp_path: Path) -> N
     for path in tmp_path.rglob("*"):
         if path.is_file() and not path.is_symlink():
             assert b"ghs_secret-token-value" not in path.read_bytes(), path
+
+
+@pytest.mark.frameworks  # the refusal names the config torchtitan's own parser resolved
+@needs_attune
+def test_the_bench_step_stops_at_the_doctor_on_a_runner_without_a_gpu(tmp_path: Path) -> None:
+    """A torchtitan recipe on this CPU machine: the Bench step runs attune doctor's checks
+    first, exits 2 before anything is launched, and leaves the doctor's words in the result
+    the workflow uploads and in the job summary."""
+    import sys
+
+    runner = Runner(tmp_path, "bench", ATTUNE_TRAIN_PYTHON=sys.executable)
+    recipe_dir = runner.temp / "attune-bench" / "recipe"
+    recipe_dir.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "examples" / "torchtitan" / "llama3-8b.yaml", recipe_dir)
+    inputs = {**GOOD_BENCH, "sha": "a" * 40, "recipe": "recipes/llama3-8b.yaml"}
+    ran = runner.run(runner.step("Bench"), {**inputs, "out": "attune-out"})
+    assert ran.rc == 2, ran.stdout
+    assert "attune: error: attune doctor: this machine cannot run" in ran.stdout
+    assert "was refused before it ran" in ran.summary
+    assert "attune doctor: this machine cannot run" in ran.summary
+    result = json.loads((runner.workspace / "attune-out" / "result.json").read_text())
+    assert result["status"] == "failed" and result["error"].startswith("attune doctor:")
+    assert not list((runner.temp / "attune-bench" / "run").glob("*.log"))  # nothing launched
