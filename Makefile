@@ -4,14 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-fast lint bench bench-webhook bench-gate bench-memory bench-slurm bench-tuner \
+.PHONY: setup setup-runner demo test test-fast lint bench bench-webhook bench-gate bench-memory bench-slurm bench-tuner \
 	bench-false-promotion bench-tuner-sim clean
 
-$(STAMP): pyproject.toml Makefile
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch==2.13.0 exactly (pinned in pyproject.toml): any looser spec downloads a CUDA build
-	$(BIN)/python -m pip install --quiet -e '.[workload,dev]'
+# The training frameworks' own parsers, which the gate resolves recipes with (both setups)
+define install_gate_frameworks
 	# Megatron-LM's own argument validation for the gate: megatron-core 0.19 declares
 	# Python >= 3.12, but its cp311 wheel runs on 3.11 (typing.override comes from
 	# typing_extensions); it imports triton unconditionally
@@ -23,9 +20,31 @@ $(STAMP): pyproject.toml Makefile
 	# through tyro.extras.get_parser; torchao because its float8/MX configs import it to resolve
 	$(BIN)/python -m pip install --quiet tyro==1.0.17 spmd_types==0.2.3 torchdata tokenizers tensorboard 'datasets>=3.6.0,<4.8.0' torchao==0.18.0
 	$(BIN)/python -m pip install --quiet --no-deps torchtitan==0.3.0
+endef
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch==2.13.0 exactly (pinned in pyproject.toml): any looser spec downloads a CUDA build
+	$(BIN)/python -m pip install --quiet -e '.[workload,dev]'
+	$(install_gate_frameworks)
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+# A runner (the gate and bench actions) installs attune's own dependencies from a hash-pinned
+# lock (requirements/runner.lock), attune itself without dev extras, then the frameworks'
+# parsers at exact versions
+RUNNER_STAMP := $(VENV)/.runner-stamp
+$(RUNNER_STAMP): requirements/runner.lock pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/runner.lock
+	$(BIN)/python -m pip install --quiet --no-deps .
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(install_gate_frameworks)
+	@touch $(RUNNER_STAMP)
+
+setup-runner: $(RUNNER_STAMP)
 
 demo: setup
 	$(BIN)/attune demo

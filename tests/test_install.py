@@ -274,7 +274,7 @@ def test_the_actions_run_only_the_pinned_attune(name: str) -> None:
             if code.startswith("#"):
                 continue
             if re.search(r"\bmake\b", code):
-                assert code == 'make -C "$root" setup', code
+                assert code == 'make -C "$root" setup-runner', code
                 installs += 1
             for found in re.finditer(r"\S*\.venv\S*", code):
                 assert found[0].startswith('"$root/.venv/bin/attune"'), code
