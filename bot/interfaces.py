@@ -273,6 +273,19 @@ class Probe(BaseModel):
     baseline: EffectiveConfig | None = None
     """The campaign's baseline the gate judges it against (with ``effective``, the agent runs
     the gate's own judgement before proposing)."""
+    predicted_gain_pct: float | None = None
+    """The campaign's calibrated step-time model: the move's tokens/s/device over the
+    incumbent's, minus 1, in percent (``bot/campaign/predictions.py``); None without a
+    prediction."""
+    band_pct: float | None = None
+    """The calibrated model's error band now, in percent: a predicted gain inside +-band is
+    not evidence either way."""
+    predicted_tokens_per_s: float | None = None
+    """The move's calibrated tokens/s/device."""
+    predicted_trial_device_s: float | None = None
+    """What one trial of the move is predicted to cost (device-seconds of its steps)."""
+    predicted_peak_bytes: int | None = None
+    """The memory model's peak per device (uncalibrated), when it has one."""
 
 
 ProbeOf = Callable[[dict[str, object]], "Probe | None"]

@@ -150,6 +150,31 @@ def fit(observations: list[Observation], *, iterations: int = 30) -> Calibration
     )
 
 
+def expected_band(runs: int, residual: float = NOISE_LOG_SD) -> float:
+    """The band after ``runs`` finished runs whose residuals are ``residual`` (the run noise
+    when the factors explain the rest): what a plan expects once calibration has run."""
+    pooled = PRIOR_WEIGHT * PRIOR_LOG_ERROR**2 + runs * residual**2
+    return math.sqrt(pooled / (PRIOR_WEIGHT + runs))
+
+
 def log_error(predicted: float, measured: float) -> float:
     """Signed relative error of a prediction, as log(predicted / measured)."""
     return math.log(predicted / measured)
+
+
+def move_fields(
+    incumbent: StepPrediction, move: StepPrediction, calibration: Calibration, *, steps: int
+) -> dict[str, float | int | None]:
+    """What the calibrated model says of a move from ``incumbent`` to ``move`` (both priors):
+    the gain in tokens/s/device (percent), the band (percent), the move's tokens/s/device, one
+    trial's device-seconds over ``steps`` steps and its predicted peak memory. The names are
+    ``bot.interfaces.Probe``'s."""
+    after, before = calibration.apply(move), calibration.apply(incumbent)
+    gain = after.tokens_per_s_per_device / before.tokens_per_s_per_device - 1
+    return {
+        "predicted_gain_pct": 100 * gain,
+        "band_pct": 100 * math.expm1(calibration.band),
+        "predicted_tokens_per_s": after.tokens_per_s_per_device,
+        "predicted_trial_device_s": after.step_time_s * after.world * steps,
+        "predicted_peak_bytes": move.peak_memory_bytes,
+    }

@@ -13,9 +13,11 @@ from bot.agents.rules import RulesAgent
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import AgentView, HistoryItem, Probe, ProfileRequest, Proposal, Stop
 from gate.errors import AttuneError
-from gate.models import ProfileBreakdown
+from gate.models import EffectiveConfig, ProfileBreakdown
 from gate.recipe import parse_recipe
 from gate.registry import Registry, load_registry
+from perfmodel import predict_step
+from perfmodel.calibration import Calibration, move_fields
 from runners.embedded.adapter import EmbeddedAdapter
 
 PORTED = {
@@ -43,8 +45,12 @@ def recipe_text(config: dict[str, Any]) -> str:
     return yaml.safe_dump({"framework": "embedded", "name": "r", "config": config})
 
 
+def resolve(text: str) -> EffectiveConfig:
+    return EmbeddedAdapter().resolve(parse_recipe(text, path="r.yaml"))
+
+
 def fingerprint(text: str) -> str:
-    return EmbeddedAdapter().resolve(parse_recipe(text, path="r.yaml")).fingerprint()
+    return resolve(text).fingerprint()
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +87,15 @@ def view(
 def decide(v: AgentView, config: dict[str, Any] = PORTED, tried: set[str] | None = None) -> Any:
     text = recipe_text(config)
 
+    incumbent = predict_step(resolve(text), "cpu")
+
     def probe_of(changes: dict[str, object]) -> Probe | None:
         try:
-            return Probe(fingerprint=fingerprint(apply_changes(text, changes)))
+            effective = resolve(apply_changes(text, changes))
         except AttuneError:
             return None
+        predicted = move_fields(incumbent, predict_step(effective, "cpu"), Calibration(), steps=8)
+        return Probe(fingerprint=effective.fingerprint(), **predicted)
 
     return RulesAgent().decide(v, probe_of, tried or {fingerprint(text)})
 
@@ -257,3 +267,51 @@ def test_a_crashed_boolean_move_is_blocked_for_both_agents(registry: Registry) -
     assert left and not any(move.startswith("compile=") for move in left), left
     out = decide(v)
     assert isinstance(out, Proposal) and "compile" not in out.changes
+
+
+def test_expected_gains_are_the_models_and_slower_moves_are_pruned(registry: Registry) -> None:
+    """No constant: the proposal's expected gain is the probe's prediction; a move the model
+    predicts slower than the incumbent beyond its band is pruned, named in the hypothesis."""
+    text = recipe_text(PORTED)
+    first = decide(view(registry))
+    assert isinstance(first, Proposal) and first.lever == ["threads"]
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        fp = fingerprint(apply_changes(text, changes))
+        slower = "threads" in changes
+        gain = -20.0 if slower else 4.0
+        return Probe(fingerprint=fp, predicted_gain_pct=gain, band_pct=5.0)
+
+    out = RulesAgent().decide(view(registry), probe_of, {fingerprint(text)})
+    assert isinstance(out, Proposal) and out.lever != ["threads"]
+    assert out.expected_gain_pct == 4.0
+    assert "Pruned before launch: threads=2: pruned, predicted -20.0% (band +-5.0%)" in (
+        out.mechanism
+    )
+
+
+def test_a_memory_hungry_move_is_paired_with_a_saver_when_it_alone_does_not_fit(
+    registry: Registry,
+) -> None:
+    config = {**PORTED, "activation_checkpointing": False}
+    text = recipe_text(config)
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        fp = fingerprint(apply_changes(text, changes))
+        if "micro_batch_size" not in changes:
+            return Probe(fingerprint=fp, predicted_gain_pct=-30.0, band_pct=5.0)
+        together = changes.get("activation_checkpointing") is True
+        return Probe(
+            fingerprint=fp,
+            fits=together,
+            memory="predicted 3.1 GiB of 2.0 GiB" if not together else "1.2 GiB of 2.0 GiB",
+            predicted_gain_pct=15.0 if together else 20.0,
+            band_pct=5.0,
+        )
+
+    out = RulesAgent().decide(view(registry, config), probe_of, {fingerprint(text)})
+    assert isinstance(out, Proposal) and out.coupled
+    assert out.changes == {"micro_batch_size": (1, 2), "activation_checkpointing": (False, True)}
+    assert "alone does not fit (predicted 3.1 GiB of 2.0 GiB" in out.mechanism
+    assert "predicted +20.0%" in out.mechanism and "predicted +15.0%" in out.mechanism
+    assert out.expected_gain_pct == 15.0

@@ -8,6 +8,13 @@ configuration already launched, backs off a direction that crashed or ran out of
 stops when the budget cannot cover another trial or when every lever it knows is ruled out,
 listing why for each.
 
+Every move's expected gain is the campaign's calibrated step-time model's
+(``Probe.predicted_gain_pct``, ``bot/campaign/predictions.py``), never a constant: the
+measured bottleneck's moves first, each group ordered by predicted gain per device-hour, and
+a move predicted slower than the incumbent by more than the model's error band is pruned
+before launch (named in the hypothesis of the proposal that goes instead, or in the stop's
+evidence).
+
 With the experience bank (``AgentView.lessons``: accepted lessons whose scope matches the
 campaign), a move an ``effect: faster`` lesson backs goes first, by its measured gain, and a move
 a ``slower`` or ``fails`` lesson describes is skipped; the hypothesis names the lessons it used
@@ -16,6 +23,7 @@ a ``slower`` or ``fails`` lesson describes is skipped; the hypothesis names the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bot.agents.lesson_use import cite, lesson_about
@@ -25,6 +33,7 @@ from bot.agents.levers.moves import Move, MoveCatalogue, embedded_moves
 from bot.interfaces import (
     AgentView,
     HistoryItem,
+    Probe,
     ProbeOf,
     ProfileRequest,
     Proposal,
@@ -46,6 +55,36 @@ def bottleneck(view: AgentView) -> str:
     fractions = {"compute": p.compute, "communication": p.communication, "cpu": p.cpu}
     fractions.update(memory_copy=p.memory_copy, idle=p.idle)
     return max(fractions, key=lambda k: fractions[k])
+
+
+SAVERS: dict[str, list[dict[str, Any]]] = {
+    "megatron": [
+        {"recompute_granularity": "selective", "recompute_method": None},
+        {"use_distributed_optimizer": True},
+        {"recompute_granularity": "full", "recompute_method": "uniform"},
+    ],
+    "embedded": [{"activation_checkpointing": True}],
+}
+"""Memory savers a memory-hungry move may be paired with, cheapest in time first: Megatron's
+selective recompute (attention core only) before the sharded optimizer before full recompute;
+the embedded workload's activation checkpointing."""
+
+
+def slower_beyond_band(probe: Probe) -> bool:
+    """The calibrated model predicts the move slower than the incumbent by more than its error
+    band: a cheap refusal, like a predicted out-of-memory."""
+    gain, band = probe.predicted_gain_pct, probe.band_pct
+    return gain is not None and band is not None and gain < -band
+
+
+def prediction_text(probe: Probe) -> str:
+    """The prediction a hypothesis cites: gain, band, throughput and a trial's cost."""
+    text = f"predicted {probe.predicted_gain_pct:+.1f}% (band +-{probe.band_pct or 0:.1f}%)"
+    if probe.predicted_tokens_per_s is not None:
+        text += f", {probe.predicted_tokens_per_s:,.0f} tokens/s/device"
+    if probe.predicted_trial_device_s is not None:
+        text += f", {probe.predicted_trial_device_s / 3600:.3g} device-hours a trial"
+    return text
 
 
 class RulesAgent:
@@ -78,9 +117,31 @@ class RulesAgent:
             lesson = lessons[id(m)]
             return lesson.gain_pct if lesson is not None and lesson.effect == "faster" else 0.0
 
-        # moves a lesson backs first (by its measured gain), then the bottleneck's moves,
-        # each group by expected gain
-        moves.sort(key=lambda m: (-backed(m), neck not in m.bottlenecks, -m.expected_gain_pct))
+        probed: dict[int, Probe | None] = {}
+
+        def probe(m: Move) -> Probe | None:
+            if id(m) not in probed:
+                probed[id(m)] = probe_of(dict(m.changes))
+            return probed[id(m)]
+
+        def rate(m: Move) -> float | None:
+            """Predicted gain per device-second of its trial (the calibrated model)."""
+            p = probe(m)
+            if p is None or p.predicted_gain_pct is None:
+                return None
+            return p.predicted_gain_pct / max(p.predicted_trial_device_s or 1.0, 1e-9)
+
+        # moves a lesson backs first (by its measured gain), then the measured bottleneck's
+        # moves (the profile is a measurement the prior does not see), each group by the
+        # calibrated model's predicted gain per device-hour, moves it cannot predict last
+        moves.sort(
+            key=lambda m: (
+                -backed(m),
+                neck not in m.bottlenecks,
+                rate(m) is None,
+                -(rate(m) or 0.0),
+            )
+        )
         blocked = blocked_directions(view.history)
         lost = {
             (k, repr(new)): item
@@ -90,6 +151,9 @@ class RulesAgent:
         }
         evidence: list[str] = []
         skipped: list[str] = []
+        pruned: list[str] = []
+        """Moves the calibrated model predicts slower than the incumbent beyond its band."""
+        pruned_first: list[str] | None = None
         for first in moves:
             label = ", ".join(f"{k}={v}" for k, v in first.changes.items())
             old = {k: view.incumbent_values[k] for k in first.changes}
@@ -99,34 +163,98 @@ class RulesAgent:
                 skipped.append(lesson.id)
                 continue
             move, onward = self._past_the_noise(first, lost, view.threshold)
-            why = self._ruled_out(move, old, blocked, lost, probe_of, tried, view)
+            why = self._ruled_out(move, old, blocked, lost, probe(move), tried, view)
+            alone = probe(move)
+            if why and alone is not None and not alone.fits:
+                paired = self._with_saver(move, alone, view, probe_of, tried)
+                if paired is not None:  # one declared coupled move: hungry lever + saver
+                    move, onward, why = paired, "", None
+                    probed[id(move)] = probe_of(dict(move.changes))
+                    old = {k: view.incumbent_values.get(k) for k in move.changes}
             if why:
                 evidence.append(f"{label}: {why}")
                 continue
+            p = probe(move)
+            assert p is not None  # a move the framework rejects is ruled out above
+            if slower_beyond_band(p):
+                pruned.append(f"{label}: pruned, {prediction_text(p)}")
+                continue
+            if pruned_first is None:
+                pruned_first = self._pruned(moves, probe)
+                pruned += [x for x in pruned_first if x not in pruned]
             mechanism = (
                 f"{neck} is {getattr(view.profile, neck):.0%} of the step; "
                 + onward
                 + move.mechanism
             )
-            expected = move.expected_gain_pct
+            expected = p.predicted_gain_pct
+            if expected is not None:
+                mechanism += f". The calibrated step-time model: {prediction_text(p)}"
             if lesson is not None:
                 mechanism += f". Backed by {cite(lesson)}"
-                expected = lesson.gain_pct if lesson.gain_pct > 0 else expected
+                if expected is None and lesson.gain_pct > 0:
+                    expected = lesson.gain_pct
             if skipped:
                 mechanism += f". Skipped what lessons {', '.join(skipped)} say loses"
+            if pruned:
+                mechanism += ". Pruned before launch: " + "; ".join(pruned)
             return Proposal(
                 lever=list(move.changes),
                 changes={k: (old[k], v) for k, v in move.changes.items()},
                 coupled=move.coupled,
                 bottleneck=neck,
                 mechanism=mechanism,
-                expected_gain_pct=expected,
+                expected_gain_pct=expected if expected is not None else 0.0,
                 sources=[view.layout_sources.get(k, "-") for k in move.changes],
                 lessons_used=([lesson.id] if lesson is not None else []) + skipped,
             )
         if not moves:
             evidence.append("every lever is already at its fastest known setting")
-        return Stop(reason="exhausted", evidence=evidence)
+        return Stop(reason="exhausted", evidence=evidence + pruned)
+
+    @staticmethod
+    def _with_saver(
+        move: Move, alone: Probe, view: AgentView, probe_of: ProbeOf, tried: set[str]
+    ) -> Move | None:
+        """``move`` with a memory saver (``SAVERS``) as one coupled move, when the memory model
+        says ``move`` alone does not fit and says the pair fits, and the calibrated model
+        predicts the pair faster than the incumbent beyond its band."""
+        for saver in SAVERS.get(view.framework, []):
+            if set(saver) & set(move.changes) or any(k not in view.layout_sources for k in saver):
+                continue
+            if all(view.incumbent_values.get(k) == v for k, v in saver.items()):
+                continue
+            changes = {**move.changes, **saver}
+            both = probe_of(changes)
+            if both is None or not both.fits or both.fingerprint in tried:
+                continue
+            gain, band = both.predicted_gain_pct, both.band_pct or 0.0
+            if gain is None or gain <= band:
+                continue
+            label = ", ".join(f"{k}={v}" for k, v in move.changes.items())
+            saved = ", ".join(f"{k}={v}" for k, v in saver.items())
+            return Move(
+                changes,
+                move.bottlenecks,
+                f"{move.mechanism}. The memory model says {label} alone does not fit "
+                f"({alone.memory}; alone it is {prediction_text(alone)}), so it is paired "
+                f"with the memory saver {saved} as one declared coupled move: together they "
+                f"fit ({both.memory}) and are {prediction_text(both)}",
+                coupled=True,
+            )
+        return None
+
+    @staticmethod
+    def _pruned(moves: list[Move], probe: Callable[[Move], Probe | None]) -> list[str]:
+        """Every move of the catalogue the model predicts slower beyond its band: recorded in
+        the proposal that goes instead (each costs one prediction, no launch)."""
+        out = []
+        for m in moves:
+            p = probe(m)
+            if p is not None and slower_beyond_band(p):
+                label = ", ".join(f"{k}={v}" for k, v in m.changes.items())
+                out.append(f"{label}: pruned, {prediction_text(p)}")
+        return out
 
     @staticmethod
     def _past_the_noise(
@@ -156,7 +284,7 @@ class RulesAgent:
         old: dict[str, Any],
         blocked: dict[tuple[str, str], str],
         lost: dict[tuple[str, str], HistoryItem],
-        probe_of: ProbeOf,
+        probe: Probe | None,
         tried: set[str],
         view: AgentView,
     ) -> str | None:
@@ -169,7 +297,6 @@ class RulesAgent:
             item = lost.get((key, repr(new)))
             if item is not None:
                 return f"already tried in {item.trial}: {item.reason}"
-        probe = probe_of(dict(move.changes))
         if probe is None:
             return "the framework's validation rejects it"
         if probe.fingerprint in tried:

@@ -19,6 +19,7 @@ from bot.campaign.candidates import advance, propose
 from bot.campaign.check_calibration import calibrate_checks
 from bot.campaign.context import CampaignContext, Progress
 from bot.campaign.extra_runs import confirm, end, recalibrate
+from bot.campaign.predictions import move_prediction
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import Agent, AgentView, Executor, Forge, Probe, ProbeOf, ProfileRequest, Stop
 from bot.lessons.campaign import propose_lessons
@@ -208,6 +209,7 @@ class Campaign:
         ctx = self.ctx
         incumbent = state.incumbent_recipe_text
         baseline: list[EffectiveConfig] = []  # resolved once, on the first probe
+        current = ctx.executor.resolve(ctx.recipe(incumbent, "incumbent"))
 
         def probe(changes: dict[str, object]) -> Probe | None:
             try:
@@ -219,12 +221,19 @@ class Campaign:
             if not baseline:
                 baseline.append(ctx.baseline_effective(state))
             fits, why = memory if memory is not None else (True, None)
+            predictor = getattr(ctx.executor, "predictor", None)
+            predicted = (
+                move_prediction(predictor, state, current, effective, steps=ctx.params(state).steps)
+                if predictor is not None
+                else {}
+            )
             return Probe(
                 fingerprint=effective.fingerprint(),
                 fits=fits,
                 memory=why,
                 effective=effective,
                 baseline=baseline[0],
+                **predicted,
             )
 
         return probe

@@ -18,7 +18,7 @@ from gate.ledger import Ledger
 from gate.models import EffectiveConfig
 from gate.recipe import parse_recipe
 from perfmodel import Part, StepPrediction, predict_step
-from perfmodel.calibration import Calibration, Observation, fit
+from perfmodel.calibration import Calibration, Observation, fit, move_fields
 from perfmodel.hardware import recipe_part
 
 
@@ -105,3 +105,21 @@ def observations(state: CampaignState) -> list[Observation]:
         step_s = t.prediction.tokens_per_step / t.prediction.world / score
         found.append(Observation(breakdown=dict(t.prediction.breakdown), measured_step_s=step_s))
     return found
+
+
+def move_prediction(
+    predictor: StepPredictor,
+    state: CampaignState,
+    incumbent: EffectiveConfig,
+    effective: EffectiveConfig,
+    *,
+    steps: int,
+) -> dict[str, float | int | None]:
+    """The ``Probe`` fields of a move from ``incumbent`` to ``effective`` under the campaign's
+    calibration (``perfmodel.calibration.move_fields``); empty without a prediction."""
+    move = predictor.predict(effective, state)
+    base = predictor.prior(incumbent, state)
+    if move is None or base is None:
+        return {}
+    prior, calibration = move
+    return move_fields(base, prior, calibration, steps=steps)

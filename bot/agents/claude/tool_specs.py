@@ -39,6 +39,10 @@ class GetMemory(_Input):
     changes: dict[str, Any]
 
 
+class Predict(_Input):
+    changes: dict[str, Any]
+
+
 class Propose(_Input):
     """Every hypothesis field is optional here so a missing one is named by the playbook's
     check (``checks.missing_fields``), not by a type error."""
@@ -70,6 +74,7 @@ INPUTS: dict[str, type[_Input]] = {
     "get_history": NoInput,
     "get_profile": GetProfile,
     "get_memory": GetMemory,
+    "predict": Predict,
     "propose": Propose,
     "request_profile": RequestProfile,
     "stop": StopInput,
@@ -131,6 +136,16 @@ TOOLS: list[dict[str, Any]] = [
         "get_memory",
         "The memory model's prediction for the incumbent with these changes (where the "
         "framework has one), and whether the framework's validation accepts them.",
+        {"changes": _CHANGES},
+        ["changes"],
+    ),
+    _tool(
+        "predict",
+        "What-if: the campaign's step-time model, calibrated on this campaign's finished runs, "
+        "for the incumbent with these changes: predicted gain in tokens/s/device over the "
+        "incumbent (percent), the model's error band (percent: a gain inside it is no "
+        "evidence), predicted tokens/s/device, one trial's device-hours and peak memory. "
+        "Read-only; nothing is launched.",
         {"changes": _CHANGES},
         ["changes"],
     ),

@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from bot.agents.claude import checks
 from bot.agents.claude.catalogue import coupled_splits, remaining_moves
 from bot.agents.claude.source_tree import SourceError, SourceTree
-from bot.agents.claude.tool_specs import INPUTS, GetMemory, Propose, StopInput
-from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
+from bot.agents.claude.tool_specs import INPUTS, GetMemory, Predict, Propose, StopInput
+from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Proposal, Stop
 from bot.state.model import CampaignState
 from bot.state.views import trial_summary
 from gate.budget import failed_on_its_own
@@ -37,7 +37,8 @@ Decision = Proposal | ProfileRequest | Stop
 READ_DEADLINE_S = 15.0
 """Seconds a read (source, registry, history, profile) may take."""
 DEADLINE_S = 300.0
-"""Seconds a tool that resolves candidates (get_memory, propose, stop) may take by default."""
+"""Seconds a tool that resolves candidates (get_memory, predict, propose, stop) may take by
+default."""
 READS = ("read_source", "grep_source", "get_registry", "get_history", "get_profile")
 MAX_RESULT_CHARS = 20_000
 """Characters of one tool result; the rest is cut with a note."""
@@ -190,6 +191,14 @@ class ToolBox:
         verdict = probe.memory or "no memory model for this framework"
         return Outcome(_json({"fits": probe.fits, "memory": verdict}))
 
+    def _predict(self, a: Predict) -> Outcome:
+        probe = self.probe_of(dict(a.changes))
+        if probe is None:
+            return Outcome("the framework's validation rejects these changes", True)
+        if probe.predicted_gain_pct is None:
+            return Outcome("the step-time model has no prediction for this configuration", True)
+        return Outcome(_json(_prediction(probe)))
+
     # --- decisions ---
 
     def _propose(self, a: Propose) -> Outcome:
@@ -233,12 +242,18 @@ class ToolBox:
             late.append(f"the memory model predicts it does not fit: {probe.memory}")
         if any(late):
             return _refused([p for p in late if p])
+        mechanism = str(a.mechanism)
+        if probe.predicted_gain_pct is not None:  # every proposal records the model's view
+            mechanism += (
+                f" [step-time model: predicted {probe.predicted_gain_pct:+.1f}% "
+                f"(band +-{probe.band_pct or 0:.1f}%)]"
+            )
         proposal = Proposal(
             lever=keys,
             changes={k: (values.get(k), v) for k, v in changes.items()},
             coupled=a.coupled,
             bottleneck=str(a.bottleneck),
-            mechanism=str(a.mechanism),
+            mechanism=mechanism,
             expected_gain_pct=float(a.expected_gain_pct or 0.0),
             sources=list(a.source_refs or []),
             lessons_used=a.lessons_used,
@@ -282,6 +297,20 @@ class ToolBox:
         return Outcome(
             "accepted: the campaign stops", decision=Stop(reason=reason, evidence=evidence)
         )
+
+
+def _prediction(probe: Probe) -> dict[str, Any]:
+    """The ``predict`` tool's answer."""
+    device_s = probe.predicted_trial_device_s
+    return {
+        "predicted_gain_pct": round(probe.predicted_gain_pct or 0.0, 2),
+        "band_pct": round(probe.band_pct or 0.0, 2),
+        "predicted_tokens_per_s_per_device": probe.predicted_tokens_per_s,
+        "trial_device_hours": None if device_s is None else device_s / 3600,
+        "predicted_peak_bytes": probe.predicted_peak_bytes,
+        "fits": probe.fits,
+        "memory": probe.memory,
+    }
 
 
 def _refused(problems: list[str]) -> Outcome:

@@ -16,10 +16,8 @@ from typing import Any
 from bot.agents.levers.moves import Move
 
 
-def _flag_on(
-    v: dict[str, Any], key: str, why: str, necks: tuple[str, ...], gain: float
-) -> list[Move]:
-    return [Move({key: True}, necks, why, gain)] if v.get(key) is False else []
+def _flag_on(v: dict[str, Any], key: str, why: str, necks: tuple[str, ...]) -> list[Move]:
+    return [Move({key: True}, necks, why)] if v.get(key) is False else []
 
 
 def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
@@ -34,7 +32,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
         "the data-parallel gradient reduction runs after backward; overlapped, its buckets go "
         "out while later layers still compute their gradients",
         ("communication", "idle"),
-        8.0,
     )
     if v.get("use_distributed_optimizer"):
         moves += _flag_on(
@@ -43,7 +40,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
             "the distributed optimizer all-gathers the updated parameters before the next "
             "forward; overlapped, each bucket is gathered just before its layer runs",
             ("communication", "idle"),
-            5.0,
         )
     else:
         moves += _flag_on(
@@ -52,7 +48,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
             "every data-parallel rank keeps the full fp32 optimizer state; sharding it (ZeRO-1) "
             "frees memory for a larger micro-batch or less recompute, at the same traffic",
             ("memory",),
-            3.0,
         )
     if tp > 1:
         moves.append(
@@ -62,7 +57,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 f"tensor parallelism {tp} all-reduces (or reduce-scatters) activations twice per "
                 f"layer on every micro-batch; TP {tp // 2} halves that traffic and doubles the "
                 "data-parallel degree, whose gradient reduction happens once per step",
-                15.0,
             )
         )
         if not v.get("sequence_parallel"):
@@ -72,7 +66,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 "with tensor parallelism, sequence parallelism splits layer-norm and dropout "
                 "activations across the TP group: less memory and the same communication volume",
                 ("memory", "compute"),
-                3.0,
             )
         elif v.get("tp_comm_overlap") is False:
             moves += _flag_on(
@@ -81,7 +74,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 "tensor-parallel all-gathers and reduce-scatters run between GEMMs; Transformer "
                 "Engine's userbuffer overlap runs them under the GEMMs",
                 ("communication",),
-                8.0,
             )
     if cp > 1:
         moves.append(
@@ -90,7 +82,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("communication",),
                 f"context parallelism {cp} passes key/value chunks around a ring in every "
                 "attention layer; a smaller ring sends less",
-                10.0,
             )
         )
     if pp > 1:
@@ -102,7 +93,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                     ("idle",),
                     f"1F1B over {pp} stages idles (p-1)/m of each step in the pipeline bubble; "
                     "two interleaved virtual stages per rank halve the bubble",
-                    10.0,
                 )
             )
         moves.append(
@@ -111,7 +101,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("idle", "communication"),
                 f"{pp} pipeline stages leave a bubble and send activations between stages; "
                 f"{pp // 2} stages with twice the data parallelism shrink both",
-                10.0,
             )
         )
         if mbs > 1:
@@ -121,7 +110,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                     ("idle",),
                     f"{per_dp // mbs} micro-batches per step fill a {pp}-stage pipeline poorly; "
                     "twice as many, half the size, shrink the bubble",
-                    6.0,
                 )
             )
     granularity = v.get("recompute_granularity")
@@ -132,7 +120,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute",),
                 "full recompute reruns every layer's forward in backward; selective recompute "
                 "reruns only the attention core, whose activations are the largest",
-                20.0,
             )
         )
     elif granularity == "selective":
@@ -142,7 +129,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute",),
                 "selective recompute reruns attention in backward; storing its activations "
                 "removes that work where memory allows",
-                5.0,
             )
         )
     if per_dp % (mbs * 2) == 0 and pp == 1:
@@ -152,7 +138,6 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute", "cpu"),
                 f"micro-batch {mbs} runs {per_dp // mbs} small forward/backward passes per "
                 "step; larger ones feed bigger GEMMs and launch fewer kernels",
-                8.0,
             )
         )
     if v.get("optimizer_cpu_offload"):
@@ -162,12 +147,11 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("memory_copy", "cpu"),
                 "the optimizer state lives in host memory: every step copies gradients down and "
                 "parameters back; on the device the update needs no copies",
-                10.0,
             )
         )
     for fusion in ("masked_softmax_fusion", "bias_dropout_fusion", "apply_rope_fusion"):
         moves += _flag_on(
-            v, fusion, f"{fusion} runs its elementwise chain as one kernel", ("compute",), 2.0
+            v, fusion, f"{fusion} runs its elementwise chain as one kernel", ("compute",)
         )
     return moves
 
@@ -182,7 +166,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
         "compile.enable",
         "torch.compile fuses the elementwise operators of each block into a few Triton kernels",
         ("compute", "cpu"),
-        10.0,
     )
     if v.get("parallelism.fsdp_reshard_after_forward") in ("default", "always") and pp == 1:
         moves.append(
@@ -191,7 +174,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("communication", "idle"),
                 "FSDP frees each block's gathered parameters after forward and all-gathers them "
                 "again for backward; keeping them skips the second all-gather, for memory",
-                6.0,
             )
         )
     if tp > 1:
@@ -201,7 +183,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("communication",),
                 f"tensor parallelism {tp} exchanges activations in every block; TP {tp // 2} "
                 "halves that and FSDP shards over twice the ranks",
-                12.0,
             )
         )
         if v.get("compile.enable"):
@@ -210,7 +191,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 "compile.enable_async_tensor_parallel",
                 "async TP overlaps the TP all-gather/reduce-scatter with the matmuls",
                 ("communication",),
-                6.0,
             )
     if v.get("training.enable_cpu_offload"):
         moves.append(
@@ -219,7 +199,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("memory_copy", "cpu"),
                 "FSDP's CPU offload copies parameters and gradients between host and device "
                 "every step; kept on the device they are not copied",
-                10.0,
             )
         )
     mode = v.get("activation_checkpoint")
@@ -231,7 +210,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute",),
                 f"{mode} activation checkpointing recomputes forward work in backward; "
                 f"{lighter} recomputes less where memory allows",
-                15.0 if mode == "full" else 6.0,
             )
         )
     global_batch = int(v["training.global_batch_size"])
@@ -245,7 +223,6 @@ def torchtitan_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute", "cpu"),
                 f"local batch {local} with gradient accumulation runs small passes; twice the "
                 "local batch (the pinned global batch unchanged) feeds bigger matmuls",
-                8.0,
             )
         )
     return moves

@@ -9,12 +9,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Move:
-    """A lever move the agent knows, with what it addresses and why."""
+    """A lever move the agent knows, with what it addresses and why. What it is expected to
+    gain is the campaign's calibrated step-time model's to say (``Probe.predicted_gain_pct``),
+    never a constant of the catalogue."""
 
     changes: dict[str, Any]
     bottlenecks: tuple[str, ...]
     mechanism: str
-    expected_gain_pct: float
     coupled: bool = False
     further: Move | None = None
     """The next step in the same direction (micro-batch 2 -> 4 after 1 -> 2): tried when this
@@ -33,7 +34,6 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute",),
                 f"each operator runs on {threads} thread(s) while {cores} cores are free; "
                 "intra-op threads split every matmul across them",
-                40.0,
             )
         )
     if ranks > 1:
@@ -43,7 +43,6 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("communication", "idle"),
                 f"{ranks} ranks wait on each other in the gradient all-reduce; half the ranks "
                 "with twice the threads keeps the cores busy without the collective",
-                15.0,
                 coupled=True,
             )
         )
@@ -54,7 +53,6 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute",),
                 "recompute runs every block's forward a second time in backward; memory is "
                 "not the limit here, so storing activations removes that work",
-                25.0,
             )
         )
     micro, per_rank = int(v["micro_batch_size"]), int(v["global_batch_size"]) // ranks
@@ -68,7 +66,6 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 ("compute",),
                 "explicit attention materialises the [t, t] score matrix and runs softmax "
                 "separately; fused SDPA does it in one kernel",
-                6.0,
             )
         )
     if not v["compile"]:
@@ -77,7 +74,6 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 {"compile": True},
                 ("cpu", "compute"),
                 "torch.compile fuses elementwise operators and removes Python dispatch per op",
-                10.0,
             )
         )
     impl = v["optimizer_impl"]
@@ -88,7 +84,6 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 {"optimizer_impl": target},
                 ("cpu",),
                 f"the {impl} optimizer launches kernels per parameter; {target} batches them",
-                3.0,
             )
         )
     return moves
@@ -104,7 +99,6 @@ def _micro_batch_move(micro: int, size: int, per_rank: int) -> Move | None:
         f"micro-batch {micro} means {per_rank // micro} small forward/backward passes per step; "
         f"{per_rank // size} larger ones amortise per-operator overhead and feed bigger matmuls "
         "(the pinned global batch is unchanged)",
-        12.0,
         further=_micro_batch_move(micro, size * 2, per_rank),
     )
 
