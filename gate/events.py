@@ -163,22 +163,31 @@ class TrialStarted(Event):
 
 
 class HandleRecord(BaseModel):
-    """What a restarted bot needs to find a launch again (the backend's handle)."""
+    """What a restarted bot needs to find a launch again: the backend's handle
+    (``runners.local.RunHandle`` is this class)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     backend: str
     pid: int
+    """The local supervisor's pid (0 elsewhere)."""
     workdir: str
     allocated_at: float
+    """Unix time the devices were taken (just before the supervisor started); for a cluster
+    job, the submission (its real allocation comes from the cluster when it is over)."""
     job_id: int | None = None
-    """A cluster job's id (Slurm)."""
+    """A cluster job's id (Slurm): how a restarted bot finds the run again."""
     timeout_s: float | None = None
+    """The wall-clock limit a cluster backend enforces itself, after a restart too."""
     hang_timeout_s: float | None = None
+    """No new output for this long and a cluster backend cancels the job as hung."""
 
 
-class TrialLaunched(Event):
-    KIND = "trial_launched"
-    trial: str
+class LaunchRecord(BaseModel):
+    """A started benchmark: everything needed to turn its outcome into a result, even in
+    another bot process (``runners.bench.Launch`` is this class; ``trial_launched`` is it
+    with the trial id)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
     recipe: str
     framework: str
     fingerprint: str
@@ -188,8 +197,16 @@ class TrialLaunched(Event):
     profile_trace: str | None
     handle: HandleRecord
     metrics_context: dict[str, int] = Field(default_factory=dict)
+    """The adapter's context for parsing the launch's metrics."""
     harness: list[str] = Field(default_factory=list)
+    """The benchmark harness's own arguments (GPU frameworks)."""
     overridden: list[str] = Field(default_factory=list)
+    """The recipe's own arguments the harness replaced."""
+
+
+class TrialLaunched(Event, LaunchRecord):
+    KIND = "trial_launched"
+    trial: str
 
 
 class TrialFinished(Event):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bot.commands.parser import DEFAULT_LEDGER
 from bot.console import console
 from bot.render import cost_line, ledger_table
 from bot.report.judgement import confirmation_text
@@ -16,9 +17,20 @@ from gate.ledger import Anchor, Ledger
 from gate.ledger_key import KEY_ENV
 
 
+def default_ledger() -> Path:
+    """``--ledger`` left out: ``ledger.db`` when the current directory is a campaign's (what
+    ``attune tune`` and ``attune demo`` write), else the App's ``.attune/ledger.db``."""
+    here = Path("ledger.db")
+    return here if here.is_file() else DEFAULT_LEDGER
+
+
 def _open(path: Path) -> Ledger:
     if not path.exists():
-        raise AttuneError("no ledger here (pass --ledger PATH)", path=str(path))
+        raise AttuneError(
+            "no ledger here: pass --ledger DIR/ledger.db, or run this inside a campaign's "
+            "directory",
+            path=str(path),
+        )
     return Ledger(path)
 
 
