@@ -119,6 +119,18 @@ def dispatch(args: argparse.Namespace) -> int:
         from bot.commands.predict import predict
 
         return predict(args.recipe, hardware=args.hardware, as_json=args.json)
+    if args.command == "plan":
+        from bot.commands.plan import plan
+
+        return plan(
+            args.recipe,
+            budget_h=args.budget,
+            as_json=args.json,
+            top=args.top,
+            steps=args.steps,
+            calibration_runs=args.calibration_runs,
+            hardware=args.hardware,
+        )
     if args.command == "log":
         from bot.commands.log import print_reading, read_log
 
