@@ -5,6 +5,7 @@ bare ``attune ledger show`` inside a campaign's directory, and Ctrl-C saying wha
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import subprocess
@@ -81,6 +82,15 @@ def test_a_gate_check_into_a_pipe_is_neither_padded_nor_cropped() -> None:
     assert not [line for line in lines if line != line.rstrip()], out.stdout
     assert "runners/embedded/train.py:187" in out.stdout
     assert "runners/embedded/train.py:100" in out.stdout
+
+
+def test_a_titled_gate_table_off_a_terminal_has_no_padding() -> None:
+    _, report = judge_pair(*DEMO_PAIR)
+    buffer = io.StringIO()
+    Console(width=120, file=buffer, highlight=False).print(gate_table(report, title="the gate"))
+    lines = buffer.getvalue().splitlines()
+    assert lines[0] == "the gate"
+    assert not [line for line in lines if line != line.rstrip()], buffer.getvalue()
 
 
 def test_progress_lines_are_not_padded(capsys: pytest.CaptureFixture[str]) -> None:

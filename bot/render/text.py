@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from bot.state.model import CampaignState
 from gate.ledger import LedgerEvent
@@ -54,6 +55,8 @@ class GateTable:
         self.title = title
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.title:  # a line of its own: a table's title is padded to the table's width
+            yield Text(self.title, style="italic")
         yield self.table(options.max_width)
 
     def table(self, width: int) -> Table:
@@ -67,7 +70,7 @@ class GateTable:
         class_w = max((len(f.key_class) for f in findings), default=5)
         reason_min = max(source_w, self.REASON_MIN)
         fixed = key_w + 2 * value_w + class_w
-        table = Table(title=self.title or None, title_justify="left")
+        table = Table()
         if fixed + reason_min + 16 <= width:  # 5 columns: 1 border + 2 padding each, + 1
             table.add_column("key", overflow="fold", width=key_w)
             for col in ("baseline", "candidate"):
