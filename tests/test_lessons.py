@@ -20,7 +20,7 @@ from bot.lessons.bank import (
     parse_lessons,
     scope_mismatch,
 )
-from bot.lessons.mining import lesson_file, propose
+from bot.lessons.mining import lesson_file, lesson_id, propose
 from bot.state.model import CampaignState, TrialRecord
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
@@ -196,12 +196,18 @@ def test_mined_lessons_claim_only_what_their_trial_measured() -> None:
     state = CampaignState(campaign="Run 7", trials={r.trial: r for r in records})
     lessons = propose(state, facts(), "l.db")
     assert [(x.id, x.effect, x.min_gain_pct, x.levers) for x in lessons] == [
-        ("run-7-c1", "faster", 20.0, {"compile": "=true"}),
-        ("run-7-c2", "slower", 50.0, {"attention": "=math"}),
-        ("run-7-c3", "fails", 0.0, {"micro_batch_size": "up"}),
+        ("compile-true-faster-run-7-c1", "faster", 20.0, {"compile": "=true"}),
+        ("attention-math-slower-run-7-c2", "slower", 50.0, {"attention": "=math"}),
+        ("micro_batch_size-up-fails-run-7-c3", "fails", 0.0, {"micro_batch_size": "up"}),
     ]  # c4 is within the noise: nothing learnt
     assert all(x.status == "proposed" for x in lessons)
     assert ab in lessons[0].claim
     for x in lessons:  # each is consistent with its own evidence
         assert check_claim(x, [e.delta_pct for e in x.evidence if e.delta_pct is not None]) == []
     assert parse_lessons(lesson_file(lessons), "proposed.yaml") == lessons
+
+
+def test_a_lesson_id_says_what_was_learnt_and_names_its_campaign_once() -> None:
+    assert lesson_id("c2", "c2", "threads-up-faster") == "threads-up-faster-c2"
+    assert lesson_id("Run 7", "c1", "compile-true-faster") == "compile-true-faster-run-7-c1"
+    assert lesson_id("v01run", "proposed") == "v01run-proposed"  # the proposal file's name

@@ -180,7 +180,7 @@ def test_the_end_of_a_campaign_proposes_its_lessons_once(tmp_path: Path) -> None
     assert (pr.base, pr.head, pr.state) == ("main", "attune-lessons/v01run", "open")
     [event] = proposed_events(workdir)
     assert event == {
-        "lessons": ["v01run-c2"],
+        "lessons": ["activation_checkpointing-false-faster-v01run-c2"],
         "pr": pr.number,
         "branch": pr.head,
         "path": "registry/lessons/v01run-proposed.yaml",
@@ -197,7 +197,10 @@ def test_the_end_of_a_campaign_proposes_its_lessons_once(tmp_path: Path) -> None
     )
     assert [(e.trial, e.delta_pct) for e in lesson.evidence] == [("c2", 126.7)]
     assert lesson.min_gain_pct == 73.4  # the campaign's noise threshold: the claim's size
-    assert "v01run-c2" in pr.body and "status: accepted" in pr.body
+    assert (
+        "activation_checkpointing-false-faster-v01run-c2" in pr.body
+        and "status: accepted" in pr.body
+    )
     assert f"lessons proposed for review in #{pr.number}" in report.read_text()
     run_campaign(workdir, live=False)  # a restart after the end step
     assert len(lessons_prs(workdir)) == 1 and len(proposed_events(workdir)) == 1
@@ -247,8 +250,13 @@ def test_both_forges_open_the_lessons_pull_request_once(world: World, tmp_path: 
     lessons = propose(state, facts, "tests/fixtures/ledgers/attune-0.1.db")
     first = open_lessons_pr(world.forge, "v01run", world.tuned.number, lessons, facts)
     again = open_lessons_pr(world.forge, "v01run", world.tuned.number, lessons, facts)
-    assert first == again and first["lessons"] == ["v01run-c2"]
+    assert first == again and first["lessons"] == [
+        "activation_checkpointing-false-faster-v01run-c2"
+    ]
     pr = world.forge.get(first["pr"])
     assert (pr.base, pr.head, pr.state) == (world.tuned.base, "attune-lessons/v01run", "open")
-    assert "attune:lessons" in pr.labels and "v01run-c2" in pr.body
+    assert (
+        "attune:lessons" in pr.labels
+        and "activation_checkpointing-false-faster-v01run-c2" in pr.body
+    )
     assert "+++ b/registry/lessons/v01run-proposed.yaml" in world.forge.diff(pr.number)

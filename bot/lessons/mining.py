@@ -33,8 +33,18 @@ def _moves(changes: dict[str, Any]) -> str:
     return ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items())
 
 
-def lesson_id(campaign: str, trial: str) -> str:
-    return re.sub(r"[^a-z0-9._-]+", "-", f"{campaign}-{trial}".lower()).strip("-._")
+def lesson_id(campaign: str, trial: str, learnt: str = "") -> str:
+    """A lesson's id: what was learnt first (``threads-up-faster``), then where (the campaign,
+    and the trial unless the campaign has the same name: ``c2``, not ``c2-c2``)."""
+    parts = [learnt, campaign] + ([] if trial == campaign else [trial])
+    slug = re.sub(r"[^a-z0-9._-]+", "-", "-".join(p for p in parts if p).lower())
+    return re.sub(r"-{2,}", "-", slug).strip("-._")
+
+
+def _learnt(changes: dict[str, Any], effect: str) -> str:
+    """``threads-up-faster``: each lever's direction, then the effect."""
+    moves = "-".join(f"{k}-{direction(old, new).lstrip('=')}" for k, (old, new) in changes.items())
+    return f"{moves}-{effect}"
 
 
 def _outcome(record: TrialRecord) -> tuple[Effect, float | None, float] | None:
@@ -98,7 +108,7 @@ def propose(state: CampaignState, facts: CampaignFacts, ledger: str) -> list[Les
             )
         out.append(
             Lesson(
-                id=lesson_id(state.campaign, record.trial),
+                id=lesson_id(state.campaign, record.trial, _learnt(changes, effect)),
                 status="proposed",
                 claim=claim,
                 levers={k: direction(old, new) for k, (old, new) in changes.items()},
