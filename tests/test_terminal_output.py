@@ -169,3 +169,13 @@ def test_ctrl_c_says_what_goes_on_and_how_to_resume(tmp_path: Path) -> None:
     while not result.exists() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert result.exists()
+
+
+def test_an_embedded_recipe_is_an_embedded_recipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = str(ROOT / "examples/ported-gpt.yaml")
+    assert main(["doctor", example]) == 2
+    assert "an embedded recipe runs on attune's own CPU workload" in capsys.readouterr().err
+    assert main(["train-env", example, "--cache", str(tmp_path)]) == 0
+    assert "an embedded recipe runs in attune's own environment" in capsys.readouterr().out

@@ -42,6 +42,7 @@ from pydantic import BaseModel
 
 from bot.commands.train_interpreter import interpreter_version, training_interpreter
 from bot.console import console
+from bot.render.text import with_article
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.megatron.pins import TRANSFORMER_ENGINE
@@ -221,7 +222,9 @@ def train_env(
         )
     framework = load_recipe(recipe_path).framework
     if framework not in ("megatron", "torchtitan"):
-        console.print(f"a {framework} recipe runs in attune's own environment: nothing to prepare")
+        console.print(
+            f"{with_article(framework)} recipe runs in attune's own environment: nothing to prepare"
+        )
         return 0
     if os.environ.get("ATTUNE_TRAIN_PYTHON"):
         console.print("the runner provides ATTUNE_TRAIN_PYTHON: nothing to prepare")
