@@ -12,6 +12,7 @@ from bot.cli import main
 from bot.commands.demo import LONG, SHORT
 from bot.commands.tune_console import summarize
 from bot.console import console
+from bot.report.build import build_report, render_markdown
 from bot.state.fold import fold
 from bot.state.views import agent_view
 from gate.budget import FIRST_RUN_FORECAST_S, campaign_floor, check_buys_a_candidate
@@ -64,12 +65,16 @@ def test_a_campaign_that_tried_no_candidate_says_so(tmp_path: Path) -> None:
         ledger.append("c", "campaign_opened", payload("campaign_opened"))
         ledger.append("c", "noise_calibrated", payload("noise_calibrated"))
         ledger.append("c", "campaign_stopped", payload("campaign_stopped", reason="budget"))
-        state = fold("c", ledger.events("c"))
+        events = ledger.events("c")
+        state = fold("c", events)
     with console.capture() as out:
         summarize(state, tmp_path / "report.md")
     text = out.get()
     assert "no candidate was tried: the baseline stays" in text
     assert "1.00x" not in text and "stopped: budget" in text
+    outcome = render_markdown(build_report(events))
+    assert "**Outcome:** no candidate was tried: the baseline `base` stays" in outcome
+    assert "1.00x" not in outcome
 
 
 def test_the_agent_never_sees_a_negative_budget_left(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from bot.lessons.campaign import FINAL
 from bot.render.pull_request import harness_note, simulated_note
 from bot.render.text import llm_line
 from bot.report.judgement import confirmation_of, judgement_section
-from bot.report.predictions import predictions_section
 from bot.report.model import (
     NO_CHANGE,
     CampaignReport,
@@ -23,6 +22,7 @@ from bot.report.model import (
     RunRow,
 )
 from bot.report.plot import render_plot as render_plot  # re-exported: part of this API
+from bot.report.predictions import predictions_section
 from bot.state.fold import fold
 from bot.state.model import CampaignState, TrialRecord
 from gate.event_codec import to_payload
@@ -187,9 +187,15 @@ def _outcome_line(r: CampaignReport) -> str:
     speed = f"{r.speedup:.2f}x over baseline" if r.speedup is not None else "speedup unknown"
     threshold = f"threshold {r.noise.threshold:.2%}" if r.noise else "no noise model yet"
     state = f"stopped: {r.stop_reason}" if r.stopped else "in progress"
+    if r.stopped and not r.candidates:  # no speedup to report: the baseline was never challenged
+        return (
+            f"**Outcome:** no candidate was tried: the baseline `{r.baseline or '-'}` stays "
+            f"({threshold}); {r.device_hours:.4f} GPU-hours; {state}."
+        )
+    n = len(r.candidates)
     return (
         f"**Outcome:** {speed} `{r.baseline or '-'}` ({threshold}); "
-        f"{len(r.candidates)} candidate trial(s), {merged} merged; "
+        f"{n} candidate trial{'s' * (n != 1)}, {merged} merged; "
         f"{r.device_hours:.4f} GPU-hours; {state}."
     )
 
