@@ -3,7 +3,7 @@
 model and its calibration, budget, judgement, forge, ledger), whose runs are simulated.
 
     python -m benchmarks.tuner_sim [--spaces llama3-8b,llama3-70b,mixtral-8x7b]
-        [--agents rules,random,tpe] [--seeds 10] [--trials 24] [--spreads 0.05,0.15,0.30]
+        [--agents rules,model,random,tpe] [--seeds 10] [--trials 24] [--spreads 0.05,0.15,0.30]
         [--spread-space llama3-8b] [--out DIR]
 
 1. Per space (``benchmarks/sim_space.py``: a ported recipe and the levers its space varies),
@@ -36,6 +36,7 @@ from benchmarks.sim_agents import SpaceRandomAgent, SpaceTPEAgent
 from benchmarks.sim_space import SPACES, Space, Truth, TruthTable
 from benchmarks.tuner_metrics import CampaignResult, Curve, agent_row, table
 from benchmarks.tuner_plot import plot
+from bot.agents.model_guided import ModelGuidedAgent
 from bot.agents.rules import RulesAgent
 from bot.campaign.executor import LocalExecutor
 from bot.campaign.setup import build_campaign, open_campaign
@@ -52,6 +53,7 @@ AGENTS: dict[str, AgentFactory] = {
     "rules": lambda space, seed: RulesAgent(),
     "random": lambda space, seed: SpaceRandomAgent(space, seed),
     "tpe": lambda space, seed: SpaceTPEAgent(space, seed),
+    "model": lambda space, seed: ModelGuidedAgent(),
 }
 """Agents by name; another agent joins the benchmark by adding its factory here."""
 CLUSTER_SEED = 2026
@@ -120,7 +122,7 @@ def run_one(
             budget_hours=budget_h,
             steps=space.steps,
             warmup=space.warmup,
-            agent=agent if agent in ("rules", "random", "tpe") else "rules",
+            agent=agent if agent in ("rules", "model", "random", "tpe") else "rules",
             max_trials=60,
             max_pairs=3,
             confirm_pairs=1,
@@ -232,7 +234,7 @@ def space_report(tab: TruthTable, results: dict[str, list[SimResult]], budget_h:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--spaces", default=",".join(SPACES))
-    p.add_argument("--agents", default="rules,random,tpe")
+    p.add_argument("--agents", default="rules,model,random,tpe")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--trials", type=float, default=24.0, help="budget in baseline runs")
     p.add_argument("--spread", type=float, default=0.15)

@@ -21,6 +21,7 @@ from gate.errors import AttuneError
 from gate.events import Role as Role  # re-exported: why a trial runs
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
 from runners.bench import Launch
+from perfmodel.calibration import Calibration
 from runners.local import Backend as Backend  # defined beside the backends
 
 PRState = Literal["open", "merged", "closed"]
@@ -236,6 +237,16 @@ class HistoryItem(BaseModel):
     reason: str = ""
 
 
+class ModelView(BaseModel):
+    """The campaign's step-time model as an agent may use it: the part its runs are predicted
+    on and the calibration fitted on its finished runs (``bot/campaign/predictions.py``)."""
+
+    hardware: str
+    """A part of ``registry/hardware/parts.yaml``."""
+    device_memory_gib: float | None = None
+    calibration: Calibration
+
+
 class AgentView(BaseModel):
     """What an agent sees: the incumbent, its profile, the history, the budget."""
 
@@ -257,6 +268,8 @@ class AgentView(BaseModel):
     lessons: list[LessonView] = Field(default_factory=list)
     """Accepted lessons of the experience bank whose scope matches the campaign; empty with
     ``--no-lessons``."""
+    model: ModelView | None = None
+    """The calibrated step-time model; None where the campaign has none."""
 
 
 class Probe(BaseModel):

@@ -56,7 +56,7 @@ class Layout(BaseModel):
     memory: str = ""
 
 
-def _levers(framework: str, v: dict[str, Any], cores: int) -> list[Lever]:
+def lever_choices(framework: str, v: dict[str, Any], cores: int) -> list[Lever]:
     if framework == "megatron":
         levers: list[Lever] = [
             ("tensor_model_parallel_size", (1, 2, 4, 8)),
@@ -166,7 +166,7 @@ def layouts(
     world = int(base.get("world_size") or effective.devices)
     levers = [
         (name, _with_own(values, _own(base, name)))
-        for name, values in _levers(effective.framework, base, cores)
+        for name, values in lever_choices(effective.framework, base, cores)
         if _key_of(name) in layout_keys
     ]
     names = [name for name, _ in levers]

@@ -19,7 +19,7 @@ from bot.campaign.candidates import advance, propose
 from bot.campaign.check_calibration import calibrate_checks
 from bot.campaign.context import CampaignContext, Progress
 from bot.campaign.extra_runs import confirm, end, recalibrate
-from bot.campaign.predictions import move_prediction
+from bot.campaign.predictions import model_view, move_prediction
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import Agent, AgentView, Executor, Forge, Probe, ProbeOf, ProfileRequest, Stop
 from bot.lessons.campaign import propose_lessons
@@ -247,4 +247,4 @@ class Campaign:
             ctx.registry,
             forecast_s=ctx.executor.forecast(incumbent.devices),
             cores=ctx.cores,
-        ).model_copy(update={"lessons": ctx.lessons})
+        ).model_copy(update={"lessons": ctx.lessons, "model": model_view(ctx.executor, state)})

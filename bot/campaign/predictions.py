@@ -10,6 +10,7 @@ layout it does not know) gets no prediction: the campaign goes on without one.
 
 from __future__ import annotations
 
+from bot.interfaces import ModelView
 from bot.state.fold import campaign_state
 from bot.state.judgement import ok_score
 from bot.state.model import CampaignState
@@ -123,3 +124,17 @@ def move_prediction(
         return {}
     prior, calibration = move
     return move_fields(base, prior, calibration, steps=steps)
+
+
+def model_view(executor: object, state: CampaignState) -> ModelView | None:
+    """The step-time model an agent may use (``AgentView.model``): the part and the campaign's
+    calibration now; None for an executor without a predictor or a recipe without a part."""
+    predictor = getattr(executor, "predictor", None)
+    if not isinstance(predictor, StepPredictor):
+        return None
+    hw, memory = predictor.part(state)
+    if hw is None:
+        return None
+    return ModelView(
+        hardware=hw.key, device_memory_gib=memory, calibration=predictor.calibration(state)
+    )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.agents.model_guided import ModelGuidedAgent
 from bot.agents.random_search import RandomSearchAgent
 from bot.agents.rules import RulesAgent
 from bot.campaign.context import Progress
@@ -66,6 +67,7 @@ AGENTS: dict[str, Callable[[AgentContext], Agent]] = {
     "claude": _claude,
     "random": lambda *_: RandomSearchAgent(),  # baselines: docs/tuner-bench.md
     "tpe": lambda *_: _tpe(),
+    "model": lambda *_: ModelGuidedAgent(),  # the calibrated step-time model's search
 }
 """``--agent`` / ``agent=`` names and how each agent is made."""
 

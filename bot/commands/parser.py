@@ -47,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--agent",
         default="rules",
-        help="who proposes candidates: rules, claude (needs ANTHROPIC_API_KEY), or the "
-        "baselines random and tpe (seed: ATTUNE_AGENT_SEED)",
+        help="who proposes candidates: rules, model (the calibrated step-time model's search), "
+        "claude (needs ANTHROPIC_API_KEY), or the baselines random and tpe (seed: "
+        "ATTUNE_AGENT_SEED)",
     )
     tune.add_argument("--workdir", type=directory, help="default: runs/tune-<recipe>-<time>")
     tune.add_argument(

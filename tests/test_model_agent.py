@@ -1,0 +1,131 @@
+"""``--agent model``: the calibrated step-time model's global search proposes one lever toward
+the predicted optimum of the gate-allowed layout space, explores where the model is uncertain
+when the budget allows, and stops with the evidence when no step beats the noise by the band."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.agents.model_guided import ModelGuidedAgent
+from bot.campaign.recipe_edit import apply_changes
+from bot.interfaces import AgentView, ModelView, Probe, Proposal, Stop
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig
+from gate.recipe import parse_recipe
+from gate.registry import Registry, load_registry
+from perfmodel import predict_step
+from perfmodel.calibration import Calibration, move_fields
+from runners.embedded.adapter import EmbeddedAdapter
+
+PORTED = {
+    "n_layer": 2,
+    "d_model": 64,
+    "n_head": 4,
+    "seq_len": 32,
+    "global_batch_size": 8,
+    "threads": 1,
+    "micro_batch_size": 1,
+    "activation_checkpointing": True,
+    "attention": "math",
+    "compile": False,
+    "optimizer_impl": "for_loop",
+}
+
+
+def text_of(config: dict[str, Any]) -> str:
+    return yaml.safe_dump({"framework": "embedded", "name": "r", "config": config})
+
+
+def resolve(text: str) -> EffectiveConfig:
+    return EmbeddedAdapter().resolve(parse_recipe(text, path="r.yaml"))
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return load_registry("embedded", "1")
+
+
+def decide(
+    registry: Registry,
+    config: dict[str, Any],
+    calibration: Calibration,
+    *,
+    budget_left_s: float = 1e6,
+    forecast_s: float = 10.0,
+    tried: set[str] | None = None,
+) -> Any:
+    text = text_of(config)
+    incumbent = resolve(text)
+    view = AgentView(
+        framework="embedded",
+        incumbent="baseline",
+        incumbent_values=incumbent.values,
+        profile=None,
+        history=[],
+        layout_sources={
+            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
+        },
+        threshold=0.03,
+        budget_left_s=budget_left_s,
+        forecast_s=forecast_s,
+        cores=2,
+        model=ModelView(hardware="cpu", calibration=calibration),
+    )
+    before = predict_step(incumbent, "cpu")
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        try:
+            effective = resolve(apply_changes(text, changes))
+        except AttuneError:
+            return None
+        fields = move_fields(before, predict_step(effective, "cpu"), calibration, steps=8)
+        return Probe(fingerprint=effective.fingerprint(), effective=effective, **fields)
+
+    return ModelGuidedAgent().decide(view, probe_of, tried or {incumbent.fingerprint()})
+
+
+def test_it_proposes_one_lever_toward_the_predicted_optimum(registry: Registry) -> None:
+    out = decide(registry, PORTED, Calibration(band=0.05, runs=6))
+    assert isinstance(out, Proposal) and out.lever == ["threads"] and not out.coupled
+    assert out.changes == {"threads": (1, 2)}
+    assert "predicted optimum of the gate-allowed layout space is threads=2" in out.mechanism
+    assert out.expected_gain_pct > 3 + 100 * 0.0513  # beats the threshold by the band
+    assert out.sources == [registry.data.keys["threads"].source]
+
+
+def test_at_the_predicted_optimum_it_stops_with_the_evidence(registry: Registry) -> None:
+    best = {
+        **PORTED,
+        "threads": 2,
+        "micro_batch_size": 8,
+        "activation_checkpointing": False,
+        "attention": "sdpa",
+        "compile": True,
+        "optimizer_impl": "fused",
+    }
+    out = decide(registry, best, Calibration(band=0.05, runs=6), budget_left_s=10.0)
+    assert isinstance(out, Stop) and out.reason == "exhausted"
+    assert "no one-lever step is predicted to beat the noise threshold" in out.evidence[0]
+
+
+def test_where_the_model_is_uncertain_it_explores_if_the_budget_allows(
+    registry: Registry,
+) -> None:
+    near = {
+        **PORTED,
+        "threads": 2,
+        "micro_batch_size": 8,
+        "activation_checkpointing": False,
+        "attention": "sdpa",
+        "compile": True,
+        "optimizer_impl": "foreach",
+    }
+    wide = Calibration(band=0.3, runs=0)  # before any run: the prior's wide band
+    out = decide(registry, near, wide)
+    assert isinstance(out, Proposal) and "exploration" in out.mechanism
+    # the next trial is affordable, three more of it are not: no exploration, a stop
+    poor = decide(registry, near, wide, budget_left_s=1.0, forecast_s=0.5)
+    assert isinstance(poor, Stop) and poor.reason == "exhausted"
