@@ -16,12 +16,13 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bot.lessons.view import LessonView
+from bot.probe import ModelView as ModelView  # re-exported: what agents are given
+from bot.probe import Probe as Probe
 from gate.budget import LaunchRefusal
 from gate.errors import AttuneError
 from gate.events import Role as Role  # re-exported: why a trial runs
 from gate.models import EffectiveConfig, GateReport, ProfileBreakdown, Recipe, TrialResult
 from runners.bench import Launch
-from perfmodel.calibration import Calibration
 from runners.local import Backend as Backend  # defined beside the backends
 
 PRState = Literal["open", "merged", "closed"]
@@ -237,16 +238,6 @@ class HistoryItem(BaseModel):
     reason: str = ""
 
 
-class ModelView(BaseModel):
-    """The campaign's step-time model as an agent may use it: the part its runs are predicted
-    on and the calibration fitted on its finished runs (``bot/campaign/predictions.py``)."""
-
-    hardware: str
-    """A part of ``registry/hardware/parts.yaml``."""
-    device_memory_gib: float | None = None
-    calibration: Calibration
-
-
 class AgentView(BaseModel):
     """What an agent sees: the incumbent, its profile, the history, the budget."""
 
@@ -270,35 +261,6 @@ class AgentView(BaseModel):
     ``--no-lessons``."""
     model: ModelView | None = None
     """The calibrated step-time model; None where the campaign has none."""
-
-
-class Probe(BaseModel):
-    """What the campaign tells an agent about a move before it proposes it."""
-
-    fingerprint: str
-    """Effective-config fingerprint of the incumbent with the move's changes."""
-    fits: bool = True
-    """False when the memory model predicts the move does not fit the device."""
-    memory: str | None = None
-    """The memory model's one-line verdict (predicted peak, capacity, margin), if it has one."""
-    effective: EffectiveConfig | None = None
-    """The incumbent with the move's changes, resolved: what the pre-launch gate will judge."""
-    baseline: EffectiveConfig | None = None
-    """The campaign's baseline the gate judges it against (with ``effective``, the agent runs
-    the gate's own judgement before proposing)."""
-    predicted_gain_pct: float | None = None
-    """The campaign's calibrated step-time model: the move's tokens/s/device over the
-    incumbent's, minus 1, in percent (``bot/campaign/predictions.py``); None without a
-    prediction."""
-    band_pct: float | None = None
-    """The calibrated model's error band now, in percent: a predicted gain inside +-band is
-    not evidence either way."""
-    predicted_tokens_per_s: float | None = None
-    """The move's calibrated tokens/s/device."""
-    predicted_trial_device_s: float | None = None
-    """What one trial of the move is predicted to cost (device-seconds of its steps)."""
-    predicted_peak_bytes: int | None = None
-    """The memory model's peak per device (uncalibrated), when it has one."""
 
 
 ProbeOf = Callable[[dict[str, object]], "Probe | None"]

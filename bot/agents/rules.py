@@ -30,6 +30,7 @@ from bot.agents.lesson_use import cite, lesson_about
 from bot.agents.levers.directions import blocked_directions, direction
 from bot.agents.levers.gpu_moves import megatron_moves, torchtitan_moves
 from bot.agents.levers.moves import Move, MoveCatalogue, embedded_moves
+from bot.agents.levers.predicted import SAVERS, prediction_text, slower_beyond_band
 from bot.interfaces import (
     AgentView,
     HistoryItem,
@@ -55,36 +56,6 @@ def bottleneck(view: AgentView) -> str:
     fractions = {"compute": p.compute, "communication": p.communication, "cpu": p.cpu}
     fractions.update(memory_copy=p.memory_copy, idle=p.idle)
     return max(fractions, key=lambda k: fractions[k])
-
-
-SAVERS: dict[str, list[dict[str, Any]]] = {
-    "megatron": [
-        {"recompute_granularity": "selective", "recompute_method": None},
-        {"use_distributed_optimizer": True},
-        {"recompute_granularity": "full", "recompute_method": "uniform"},
-    ],
-    "embedded": [{"activation_checkpointing": True}],
-}
-"""Memory savers a memory-hungry move may be paired with, cheapest in time first: Megatron's
-selective recompute (attention core only) before the sharded optimizer before full recompute;
-the embedded workload's activation checkpointing."""
-
-
-def slower_beyond_band(probe: Probe) -> bool:
-    """The calibrated model predicts the move slower than the incumbent by more than its error
-    band: a cheap refusal, like a predicted out-of-memory."""
-    gain, band = probe.predicted_gain_pct, probe.band_pct
-    return gain is not None and band is not None and gain < -band
-
-
-def prediction_text(probe: Probe) -> str:
-    """The prediction a hypothesis cites: gain, band, throughput and a trial's cost."""
-    text = f"predicted {probe.predicted_gain_pct:+.1f}% (band +-{probe.band_pct or 0:.1f}%)"
-    if probe.predicted_tokens_per_s is not None:
-        text += f", {probe.predicted_tokens_per_s:,.0f} tokens/s/device"
-    if probe.predicted_trial_device_s is not None:
-        text += f", {probe.predicted_trial_device_s / 3600:.3g} device-hours a trial"
-    return text
 
 
 class RulesAgent:

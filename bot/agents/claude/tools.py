@@ -24,9 +24,10 @@ from pydantic import ValidationError
 
 from bot.agents.claude import checks
 from bot.agents.claude.catalogue import coupled_splits, remaining_moves
+from bot.agents.claude.prediction import prediction_answer, with_prediction
 from bot.agents.claude.source_tree import SourceError, SourceTree
 from bot.agents.claude.tool_specs import INPUTS, GetMemory, Predict, Propose, StopInput
-from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Proposal, Stop
+from bot.interfaces import AgentView, ProbeOf, ProfileRequest, Proposal, Stop
 from bot.state.model import CampaignState
 from bot.state.views import trial_summary
 from gate.budget import failed_on_its_own
@@ -197,7 +198,7 @@ class ToolBox:
             return Outcome("the framework's validation rejects these changes", True)
         if probe.predicted_gain_pct is None:
             return Outcome("the step-time model has no prediction for this configuration", True)
-        return Outcome(_json(_prediction(probe)))
+        return Outcome(_json(prediction_answer(probe)))
 
     # --- decisions ---
 
@@ -242,12 +243,7 @@ class ToolBox:
             late.append(f"the memory model predicts it does not fit: {probe.memory}")
         if any(late):
             return _refused([p for p in late if p])
-        mechanism = str(a.mechanism)
-        if probe.predicted_gain_pct is not None:  # every proposal records the model's view
-            mechanism += (
-                f" [step-time model: predicted {probe.predicted_gain_pct:+.1f}% "
-                f"(band +-{probe.band_pct or 0:.1f}%)]"
-            )
+        mechanism = with_prediction(str(a.mechanism), probe)
         proposal = Proposal(
             lever=keys,
             changes={k: (values.get(k), v) for k, v in changes.items()},
@@ -297,20 +293,6 @@ class ToolBox:
         return Outcome(
             "accepted: the campaign stops", decision=Stop(reason=reason, evidence=evidence)
         )
-
-
-def _prediction(probe: Probe) -> dict[str, Any]:
-    """The ``predict`` tool's answer."""
-    device_s = probe.predicted_trial_device_s
-    return {
-        "predicted_gain_pct": round(probe.predicted_gain_pct or 0.0, 2),
-        "band_pct": round(probe.band_pct or 0.0, 2),
-        "predicted_tokens_per_s_per_device": probe.predicted_tokens_per_s,
-        "trial_device_hours": None if device_s is None else device_s / 3600,
-        "predicted_peak_bytes": probe.predicted_peak_bytes,
-        "fits": probe.fits,
-        "memory": probe.memory,
-    }
 
 
 def _refused(problems: list[str]) -> Outcome:
