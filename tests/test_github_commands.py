@@ -44,7 +44,7 @@ def test_parse(body: str, expected: Command | None) -> None:
         ("/attune tune steps=2.5", "`steps=2.5` is not a whole number"),
         (
             "/attune tune agent=oracle",
-            "`agent=oracle` is not an agent (known: rules, claude, random, tpe)",
+            "`agent=oracle` is not an agent (known: rules, claude, random, tpe, model)",
         ),
         ("/attune tune gpus=8", "`gpus` is not an argument of tune"),
         ("/attune tune budget", "`budget` is not `key=value`"),

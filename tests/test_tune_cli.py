@@ -18,7 +18,7 @@ EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "ported-gpt.
         ([EXAMPLE, "--budget", "0"], "--budget must be positive device-hours, got 0.0"),
         (
             [EXAMPLE, "--budget", "1", "--agent", "oracle"],
-            "unknown agent 'oracle' (known: rules, claude, random, tpe)",
+            "unknown agent 'oracle' (known: rules, claude, random, tpe, model)",
         ),
         ([EXAMPLE, "--budget", "1", "--calibration-runs", "3"], "must be at least 5, got 3"),
         (["--budget", "1"], "give a RECIPE to tune, or --resume DIR"),
@@ -29,7 +29,7 @@ EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "ported-gpt.
         ),
         ([EXAMPLE, "--budget", "1", "--confirm-pairs", "-1"], "must be 0 or more, got -1"),
         (["--resume", "somewhere", "--max-pairs", "0"], "chosen when a campaign opens"),
-        (["--resume", "nowhere"], "nowhere: no campaign here (no ledger.db)"),
+        (["--resume", "nowhere"], "nowhere: no campaign here (no such directory)"),
     ],
 )
 def test_tune_bad_input(

@@ -43,7 +43,8 @@ def _acquire(workdir: Path) -> Path:
             _held[key] = (lock, depth + 1)
             return key
         if not key.is_dir():
-            raise AttuneError("no campaign here (not a directory)", path=str(workdir))
+            why = "not a directory" if key.exists() else "no such directory"
+            raise AttuneError(f"no campaign here ({why})", path=str(workdir))
         lock = open(key / LOCK_FILE, "a+")  # noqa: SIM115 - held past this function
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
