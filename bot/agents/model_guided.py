@@ -79,7 +79,8 @@ class ModelGuidedAgent:
             )
         )
         start = lever_values(here.effective, space)
-        fitting = [x for x in space if x.fits is not False]
+        # the incumbent ran, so it fits whatever the uncalibrated memory model says
+        fitting = [x for x in space if x.fits is not False or x.levers == start]
         if not fitting:
             return Stop(reason="exhausted", evidence=["no layout of the space is predicted to fit"])
         optimum = max(fitting, key=lambda x: x.tokens_per_s_per_device)
