@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.campaign.context import anchor_line
-from bot.lessons.campaign import FINAL
 from bot.render.pull_request import harness_note, simulated_note
 from bot.render.text import llm_line
 from bot.report.judgement import confirmation_of, judgement_section
+from bot.report.lessons import lessons_section
 from bot.report.model import (
     NO_CHANGE,
     CampaignReport,
@@ -274,25 +274,6 @@ def render_markdown(report: CampaignReport) -> str:
         out.append("Not stopped: the campaign is still in progress.")
     out += ["", "## Plot", "", "![trials, incumbent and cost](report.png)", ""]
     return "\n".join(out)
-
-
-def lessons_section(r: CampaignReport) -> list[str]:
-    """The experience bank: read or not, the lessons the hypotheses used, the ones proposed."""
-    out = ["", "## Experience bank", ""]
-    if not r.lessons_read:
-        out.append("Not read: the campaign was opened with `--no-lessons`.")
-    used = sorted({x for c in r.candidates for x in c.hypothesis.lessons})
-    trials = {x: [c.trial for c in r.candidates if x in c.hypothesis.lessons] for x in used}
-    out += [f"- used `{x}`: {', '.join(trials[x])}" for x in used] or ["- no lesson used"]
-    proposed = r.lessons_proposed
-    if proposed is None and r.stop_reason in FINAL:
-        out.append("- lessons proposed: none (no trial beat or lost by more than the noise)")
-    elif proposed is None:
-        out.append("- lessons proposed: not yet (at the end of the campaign)")
-    else:
-        ids = ", ".join(f"`{x}`" for x in proposed.get("lessons") or [])
-        out.append(f"- lessons proposed for review in #{proposed['pr']}: {ids}")
-    return out
 
 
 def write_report(events: list[LedgerEvent], workdir: Path) -> Path:
