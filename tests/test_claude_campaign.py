@@ -253,7 +253,10 @@ def test_only_the_corrected_proposal_became_a_candidate(campaign: Any) -> None:
     _, events, _, script, _ = campaign
     [proposed] = kinds(events, "candidate_proposed")
     assert proposed["changes"] == {"threads": [1, 2]}
-    assert proposed["sources"] == [script.refs["threads"]] and proposed["mechanism"] == WHY
+    assert proposed["sources"] == [script.refs["threads"]]
+    # the model's words, then the step-time model's prediction of the move, recorded beside them
+    mechanism, _, prediction = proposed["mechanism"].partition(" [step-time model: predicted ")
+    assert mechanism == WHY and prediction.endswith("%)]"), proposed["mechanism"]
 
 
 def test_pull_requests_carry_the_hypothesis_and_the_comment_the_llm_cost(campaign: Any) -> None:
