@@ -108,7 +108,7 @@ def oom_lines(out: TextIO, *, peak_bytes: int, capacity_bytes: int) -> None:
 def crash_lines(out: TextIO) -> None:
     """An NCCL failure in a collective: the run dies, the recipe is not to blame."""
     out.write(
-        "[rank3]: torch.distributed.DistBackendError: NCCL error in: "
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: "  # not a path: log text
         "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error "
         "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
         "[rank3]: ncclSystemError: System call (e.g. socket, malloc) or external library call "
