@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bot.agents.levers.layout_space import budget_stop
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Proposal, Stop
 from perfmodel.calibration import Calibration
 from perfmodel.hardware import part
@@ -56,14 +57,9 @@ class ModelGuidedAgent:
     def decide(
         self, view: AgentView, probe_of: ProbeOf, tried: set[str]
     ) -> Proposal | ProfileRequest | Stop:
-        if view.forecast_s > view.budget_left_s:
-            return Stop(
-                reason="budget",
-                evidence=[
-                    f"the next trial is forecast at {view.forecast_s:.0f} device-seconds and "
-                    f"{view.budget_left_s:.0f} are left"
-                ],
-            )
+        stop = budget_stop(view)
+        if stop is not None:
+            return stop
         here = probe_of({})
         if view.model is None or here is None or here.effective is None:
             return Stop(reason="exhausted", evidence=["no step-time model for this campaign"])

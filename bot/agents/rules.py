@@ -29,6 +29,7 @@ from typing import Any
 from bot.agents.lesson_use import cite, lesson_about
 from bot.agents.levers.directions import blocked_directions, direction
 from bot.agents.levers.gpu_moves import megatron_moves, torchtitan_moves
+from bot.agents.levers.layout_space import budget_stop
 from bot.agents.levers.moves import Move, MoveCatalogue, embedded_moves
 from bot.agents.levers.predicted import SAVERS, prediction_text, slower_beyond_band
 from bot.interfaces import (
@@ -64,14 +65,9 @@ class RulesAgent:
     def decide(
         self, view: AgentView, probe_of: ProbeOf, tried: set[str]
     ) -> Proposal | ProfileRequest | Stop:
-        if view.forecast_s > view.budget_left_s:
-            return Stop(
-                reason="budget",
-                evidence=[
-                    f"the next trial is forecast at {view.forecast_s:.0f} device-seconds and "
-                    f"{view.budget_left_s:.0f} are left"
-                ],
-            )
+        stop = budget_stop(view)
+        if stop is not None:
+            return stop
         if view.profile is None:
             return ProfileRequest(
                 reason=f"no profile of the incumbent ({view.incumbent}): the bottleneck is unclear"

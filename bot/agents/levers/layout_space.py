@@ -171,8 +171,8 @@ def layout_proposal(view: AgentView, layout: Layout, *, mechanism: str) -> Propo
     )
 
 
-def stop_before(view: AgentView, agent: str) -> Stop | None:
-    """The stops every baseline agent shares: the budget, and a framework without a space."""
+def budget_stop(view: AgentView) -> Stop | None:
+    """Every agent's first stop: the next trial's forecast is more than the budget left."""
     if view.forecast_s > view.budget_left_s:
         return Stop(
             reason="budget",
@@ -181,6 +181,14 @@ def stop_before(view: AgentView, agent: str) -> Stop | None:
                 f"{view.budget_left_s:.0f} are left"
             ],
         )
+    return None
+
+
+def stop_before(view: AgentView, agent: str) -> Stop | None:
+    """The stops every baseline agent shares: the budget, and a framework without a space."""
+    stop = budget_stop(view)
+    if stop is not None:
+        return stop
     if view.framework != "embedded":
         return Stop(
             reason="exhausted",
