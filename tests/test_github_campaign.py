@@ -71,6 +71,9 @@ def test_a_comment_runs_a_campaign_end_to_end(tmp_path: Path) -> None:
         calibration = [d for d in dispatches if d.inputs["trial"].startswith("baseline-")]
         assert {d.inputs["sha"] for d in calibration} == {tuned_head}
         assert all(d.workflow.endswith("attune-bench.yml") for d in dispatches)
+        # each dispatched run was predicted before it launched, as in a local campaign
+        predicted = {e.payload["trial"] for e in events if e.kind == "prediction_made"}
+        assert predicted == {d.inputs["trial"] for d in dispatches}
 
         # candidate pull requests into the tuned branch, gated, each merged or closed
         candidates = [p for p in fake.pulls() if p.head.startswith(f"attune/{campaign}/")]

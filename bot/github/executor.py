@@ -139,7 +139,9 @@ class ActionsExecutor(LocalExecutor):
         *,
         profile: bool = False,
     ) -> Launch:
-        """``trial_started``, then the workflow dispatch, then ``trial_launched``."""
+        """``prediction_made`` and ``trial_started``, then the workflow dispatch, then
+        ``trial_launched``."""
+        self.predictor.record(trial, effective)
         self.record_started(trial, role, recipe, effective, profile=profile)
         trial_dir = self.trial_dir(trial)
         trial_dir.mkdir(parents=True, exist_ok=True)
