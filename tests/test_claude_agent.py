@@ -202,7 +202,7 @@ def test_lessons_reach_the_model_and_the_ones_it_cites_reach_the_proposal(
         assert lesson.claim in str(request["messages"][0]["content"])
 
     def unknown_refused(request: Request) -> None:
-        assert "unknown lesson id(s) no-such-lesson" in str(tool_results(request)[0]["content"])
+        assert "unknown lesson id no-such-lesson" in str(tool_results(request)[0]["content"])
 
     script: list[Step] = [
         Turn([tool("grep_source", pattern="set_num_threads")], expect=sees_the_lesson),

@@ -57,6 +57,6 @@ def test_the_default_branch_config_decides_what_is_a_recipe(
         comment(fake, app, number, "maintainer", "/attune tune")
         wait_for(lambda: replies(fake, number), timeout=20, what="the reply")
         (reply,) = replies(fake, number)
-        assert "changes 0 recipe file(s) (none)" in reply and "`models/*.yaml`" in reply
+        assert "changes 0 recipe files (none)" in reply and "`models/*.yaml`" in reply
         assert ledger_events(app) == []
         assert RECIPE_PATH.startswith("recipes/")  # a recipe only under the default globs

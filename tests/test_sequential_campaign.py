@@ -320,14 +320,14 @@ def test_the_report_and_the_ledger_show_the_confirmation(
     interval = report.confirmation
     assert f"winner c2 confirmed against the baseline: {interval.speedup:.3f}x" in text
     assert f"(95% CI {interval.low:.3f}x to {interval.high:.3f}x) over 3 interleaved" in text
-    assert "- c1: re-measured over 3 pair(s), +5." in text and "- c3: re-measured over 6" in text
+    assert "- c1: re-measured over 3 pairs, +5." in text and "- c3: re-measured over 6" in text
     assert "- noise recalibrated for c1 (threads changed)" in text
     assert "re-measured A/B, at most 6 pairs" in text  # the campaign's cap
     with Ledger(tmp_path / "copy.db") as copy:  # `attune ledger show` on the same events
         for e in finished:
             copy.append(e.campaign, e.kind, e.payload)  # type: ignore[arg-type]
     assert main(["ledger", "show", "--ledger", str(tmp_path / "copy.db")]) == 0
-    assert "interleaved pair(s)" in capsys.readouterr().out
+    assert "over 3 interleaved pairs" in capsys.readouterr().out
 
 
 def test_a_campaign_killed_mid_re_measurement_resumes_it(

@@ -133,7 +133,7 @@ def test_a_bare_ledger_show_inside_a_campaign_directory(
         ledger.append("demo", "campaign_opened", payload("campaign_opened"))
     monkeypatch.chdir(tmp_path)
     assert main(["ledger", "show"]) == 0
-    assert "demo: 0 trial(s)" in capsys.readouterr().out
+    assert "demo: 0 trials" in capsys.readouterr().out
     assert main(["ledger", "verify"]) == 0
     monkeypatch.chdir(tmp_path.parent)  # elsewhere, the App's default is looked for, and named
     assert main(["ledger", "show"]) == 2

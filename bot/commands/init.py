@@ -21,6 +21,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from bot.commands.init_ref import check_ref, check_repo
+from bot.render.words import count
 from gate.errors import AttuneError
 from runners.versions import PINS
 
@@ -170,7 +171,8 @@ def init(
         for plan in differing:
             say(f"differs: {plan.target}")
         say(
-            f"attune init: {len(differing)} file(s) in {dest} differ from what it would write; "
+            f"attune init: {count(len(differing), 'file')} in {dest} "
+            f"{'differs' if len(differing) == 1 else 'differ'} from what it would write; "
             "nothing written (--force overwrites them)"
         )
         return 1

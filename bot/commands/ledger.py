@@ -9,6 +9,7 @@ from pathlib import Path
 from bot.commands.parser import DEFAULT_LEDGER
 from bot.console import console
 from bot.render import cost_line, ledger_table
+from bot.render.words import count
 from bot.report.judgement import confirmation_text
 from bot.report.predictions import error_summary, prediction_rows
 from bot.state.fold import fold
@@ -47,7 +48,7 @@ def ledger_verify(path: Path, anchors: list[str] | None = None) -> int:
     with _open(path) as ledger:
         report, keyed_by = ledger.verify(parsed), ledger.keyed_by
     if report.ok:
-        against = f", {report.anchors} anchor(s) held" if report.anchors else ""
+        against = f", {count(report.anchors, 'anchor')} held" if report.anchors else ""
         console.print(
             f"{path}: ok, {report.checked} events, hash chain intact{against}", soft_wrap=True
         )

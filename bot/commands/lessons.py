@@ -19,6 +19,7 @@ from pathlib import Path
 from bot.console import console
 from bot.lessons.audit import Audit, audit
 from bot.lessons.bank import BANK_DIR, Lesson, load_bank
+from bot.render.words import count
 from bot.state.fold import campaign_state
 from bot.state.model import CampaignState
 from gate.errors import AttuneError
@@ -113,7 +114,7 @@ def lessons_audit(bank_dir: Path | None = None, root: Path | None = None) -> int
     if to_retire:
         console.print(f"to retire ({len(to_retire)}): {', '.join(to_retire)}", markup=False)
         return 1
-    console.print(f"{len(results)} lesson(s) audited: none to retire")
+    console.print(f"{count(len(results), 'lesson')} audited: none to retire")
     return 0
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from bot.commands.doctor import Check, doctor_checks
+from bot.render.words import count
 from gate.errors import AttuneError
 from gate.models import Recipe, TrialResult
 
@@ -37,7 +38,7 @@ def failure_text(recipe: Recipe, failed: list[Check]) -> str:
     """The doctor's words for the failed checks, as one line."""
     checks = "; ".join(f"{c.name}: {c.detail}" for c in failed)
     return (
-        f"attune doctor: this machine cannot run {recipe.name} ({len(failed)} check(s) "
+        f"attune doctor: this machine cannot run {recipe.name} ({count(len(failed), 'check')} "
         f"failed): {checks}. Nothing was launched or charged; `attune doctor {recipe.path}` "
         "shows every check (docs/gpu-runner.md)"
     )

@@ -18,6 +18,7 @@ from bot.interfaces import Forge, ForgeError
 from bot.lessons.bank import CampaignFacts, Lesson, campaign_facts, load_bank, matching
 from bot.lessons.mining import lesson_file, lesson_id, propose
 from bot.lessons.view import LessonView
+from bot.render.words import count
 from gate.events import CampaignOpened
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import parse_recipe
@@ -81,7 +82,7 @@ def open_lessons_pr(
         base_sha=forge.head_sha(base),
         recipe_path=path,
         recipe_text=lesson_file(lessons),
-        title=f"attune: {len(lessons)} lesson(s) from campaign {campaign}",
+        title=f"attune: {count(len(lessons), 'lesson')} from campaign {campaign}",
         body=lessons_body(campaign, lessons, facts),
         labels=LABELS,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.render.text import noise_line
+from bot.render.words import count
 from bot.state.model import CampaignState
 
 NO_CAMPAIGN = "No attune campaign on this pull request yet: `/attune tune` starts one."
@@ -64,7 +65,7 @@ def not_one_recipe(recipes: Sequence[str], patterns: Sequence[str], config_path:
     globs = ", ".join(f"`{p}`" for p in patterns)
     return (
         "`/attune tune` tunes the one recipe a pull request changes; this one changes "
-        f"{len(recipes)} recipe file(s) ({found}). Recipes are the files matching {globs} "
+        f"{count(len(recipes), 'recipe file')} ({found}). Recipes are the files matching {globs} "
         f"(`{config_path}` on the default branch)."
     )
 
@@ -125,7 +126,7 @@ def status(state: CampaignState, *, running: bool) -> str:
     if state.stopped:
         lines.append(f"stopped: {state.stopped.reason}")
     lines.append(
-        f"{len(state.candidates)} candidate(s), {len(state.trials)} trial(s); "
+        f"{count(len(state.candidates), 'candidate')}, {count(len(state.trials), 'trial')}; "
         f"{state.spent_device_seconds / 3600:.4f} of {budget:.4f} GPU-hours spent"
     )
     if state.noise:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from bot.render.words import count
 from bot.state.model import CampaignState
 from gate.ledger import LedgerEvent
 from gate.models import GateReport, NoiseModel, TrialResult
@@ -120,7 +121,7 @@ def trial_line(result: TrialResult) -> str:
     loss = f"{result.step1_loss:.6f}" if result.step1_loss is not None else "-"
     return (
         f"{result.status:<7} {score}, step-1 loss {loss}, "
-        f"{result.device_seconds:.1f} device-s on {result.devices} device(s)"
+        f"{result.device_seconds:.1f} device-s on {count(result.devices, 'device')}"
     )
 
 
@@ -169,7 +170,8 @@ def cost_line(state: CampaignState) -> str:
     runs = sum(state.runs_by_status.values())
     spent = state.spent_device_seconds
     line = (
-        f"{runs} trial(s) ({statuses}): {spent:.1f} device-seconds = {spent / 3600:.4f} GPU-hours"
+        f"{count(runs, 'trial')} ({statuses}): {spent:.1f} device-seconds = "
+        f"{spent / 3600:.4f} GPU-hours"
     )
     if state.params is not None:
         line += f" of {state.params.budget_device_hours:.4f} budgeted"

@@ -4,6 +4,7 @@ confirmation against the baseline with its confidence interval (``docs/judgement
 
 from __future__ import annotations
 
+from bot.render.words import count
 from bot.state.model import CampaignState
 from gate import sequential
 from gate.events_judgement import ConfirmationFinished
@@ -28,7 +29,7 @@ def confirmation_text(confirmed: ConfirmationFinished) -> str:
     if confirmed.low is not None and confirmed.high is not None:
         level = f"{confirmed.level:.0%}"
         text += f" ({level} CI {confirmed.low:.3f}x to {confirmed.high:.3f}x)"
-    return f"{text} over {pairs} interleaved pair(s){note}"
+    return f"{text} over {count(pairs, 'interleaved pair')}{note}"
 
 
 def judgement_section(state: CampaignState) -> list[str]:
@@ -53,7 +54,9 @@ def judgement_section(state: CampaignState) -> list[str]:
     for j in judged:
         mean, se = j.paired_mean, j.paired_se
         shown = f"{mean:+.2%} ± {se:.2%}" if mean is not None and se is not None else "-"
-        out.append(f"- {j.trial}: re-measured over {j.pairs} pair(s), {shown}: {j.decision}")
+        out.append(
+            f"- {j.trial}: re-measured over {count(j.pairs or 0, 'pair')}, {shown}: {j.decision}"
+        )
     if not judged:
         out.append("- no candidate needed re-measuring")
     for incumbent, r in state.judgement.recalibrations.items():

@@ -10,6 +10,7 @@ import statistics
 
 from pydantic import BaseModel
 
+from bot.render.words import count
 from bot.state.judgement import ok_score
 from bot.state.model import CampaignState
 
@@ -73,9 +74,10 @@ def error_summary(rows: list[PredictionRow]) -> str | None:
         return None
     last = rows[-1]
     return (
-        f"step-time model over {len(measured)} measured run(s): median absolute error "
+        f"step-time model over {count(len(measured), 'measured run')}: median absolute error "
         f"{prior:.1%} before calibration, {calibrated:.1%} after (each fitted on the runs "
-        f"before it); band now +-{math.expm1(last.band):.1%} after {last.calibration_runs} run(s)"
+        f"before it); band now +-{math.expm1(last.band):.1%} after "
+        f"{count(last.calibration_runs, 'run')}"
     )
 
 

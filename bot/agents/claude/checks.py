@@ -216,7 +216,8 @@ def tried_problem(fingerprint: str, tried: Collection[str]) -> str | None:
 def lessons_problem(used: Iterable[str], known: Collection[str]) -> str | None:
     unknown = [u for u in used if u not in known]
     if unknown:
-        return f"unknown lesson id(s) {', '.join(unknown)} (known: {', '.join(known) or 'none'})"
+        ids = "unknown lesson id" + ("" if len(unknown) == 1 else "s")
+        return f"{ids} {', '.join(unknown)} (known: {', '.join(known) or 'none'})"
     return None
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from bot.agents.claude.source_tree import SourceTree
 from bot.agents.claude.tools import Decision, Outcome
 from bot.interfaces import AgentView
+from bot.render.words import count
 
 TAKE_THE_DEFAULT = (
     "No one answers questions during a campaign. Take the default and record the assumption: "
@@ -69,7 +70,7 @@ def opening(view: AgentView, tree: SourceTree) -> str:
         lines.append("Accepted lessons (reviewed by people); cite the ids you rely on:")
         lines += [
             f"- {x.id}: {x.claim} (levers {x.levers}, {x.effect} {x.gain_pct:+.0f}% over "
-            f"{x.trials} trial(s))"
+            f"{count(x.trials, 'trial')})"
             for x in view.lessons
         ]
     lines.append("Decide the next step.")

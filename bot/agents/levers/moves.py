@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.render.words import count
+
 
 @dataclass(frozen=True)
 class Move:
@@ -32,7 +34,7 @@ def embedded_moves(v: dict[str, Any], cores: int) -> list[Move]:
             Move(
                 {"threads": min(cores // ranks, threads * 2)},
                 ("compute",),
-                f"each operator runs on {threads} thread(s) while {cores} cores are free; "
+                f"each operator runs on {count(threads, 'thread')} while {cores} cores are free; "
                 "intra-op threads split every matmul across them",
             )
         )

@@ -1,0 +1,8 @@
+"""Counted nouns in user-facing text: "1 candidate", "2 candidates", never a noun and "(s)"."""
+
+from __future__ import annotations
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, in the plural unless ``n`` is 1 (``plural``, else ``noun`` + "s")."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
