@@ -195,12 +195,27 @@ def campaign_floor(*, per_run_s: float, calibration_runs: int) -> CampaignFloor:
     )
 
 
+def new_campaign_floor(*, devices: int, calibration_runs: int) -> CampaignFloor:
+    """The floor a new campaign's budget is checked against before anything launches: every
+    run forecast at ``FIRST_RUN_FORECAST_S`` a device, as the executor forecasts a run before
+    one is measured. ``attune tune``, ``attune demo`` and ``attune plan`` all print this one."""
+    return campaign_floor(
+        per_run_s=FIRST_RUN_FORECAST_S * max(devices, 1), calibration_runs=calibration_runs
+    )
+
+
+def minimum_budget_hours(floor: CampaignFloor) -> float:
+    """The least budget that buys a candidate, in device-hours rounded up to the thousandth
+    (never below the floor): the number every command prints."""
+    return math.ceil(round(floor.minimum_s / 3.6, 6)) / 1000
+
+
 def check_buys_a_candidate(budget_hours: float, floor: CampaignFloor) -> None:
     """Refuse, before anything launches, a budget that calibration would spend before any
     candidate could run: the AttuneError names the forecast and the minimum."""
     if budget_hours * 3600 >= floor.minimum_s:
         return
-    minimum_h = math.ceil(floor.minimum_s / 3600 * 1000) / 1000
+    minimum_h = minimum_budget_hours(floor)
     raise AttuneError(
         f"--budget {budget_hours:g} device-hours buys no candidate: calibration is forecast at "
         f"{_hours(floor.calibration_s)} device-hours ({floor.calibration_runs} baseline runs "

@@ -5,13 +5,14 @@ example recipe."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.cli import main
-from gate.budget import campaign_floor
+from gate.budget import minimum_budget_hours, new_campaign_floor
 from tests.conftest import ROOT
 
 EXAMPLES = sorted(
@@ -43,12 +44,37 @@ def test_the_embedded_plan_walks_toward_the_predicted_optimum(
     levels = [s["tokens_per_s_per_device"] for s in out["sequence"]]
     assert levels == sorted(levels) and levels[-1] <= out["best"][0]["tokens_per_s_per_device"]
     # the least budget is the campaign's own floor: calibration, a profile and one candidate
-    per_run = out["calibration_device_hours"] * 3600 / 6
-    floor = campaign_floor(per_run_s=per_run, calibration_runs=5)
-    assert out["minimum_budget_device_hours"] == pytest.approx(floor.minimum_s / 3600)
+    floor = new_campaign_floor(devices=1, calibration_runs=5)
+    assert out["calibration_device_hours"] == pytest.approx(floor.calibration_s / 3600)
+    assert out["minimum_budget_device_hours"] == minimum_budget_hours(floor) == 0.117
     assert out["forecast_device_hours"] > out["calibration_device_hours"]
     assert out["budget_covers"] is False  # 0.1 device-hours does not buy the forecast
     assert not (tmp_path / "ledger.db").exists()  # nothing launched, nothing written
+
+
+@pytest.mark.parametrize("calibration_runs", ["5", "7"])
+def test_plan_prints_the_least_budget_tune_and_demo_refuse_below(
+    calibration_runs: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One floor: ``attune plan``'s least budget is the number ``attune tune`` (and ``attune
+    demo``) name when they refuse a budget below it, for the same recipe and calibration."""
+    recipe = str(ROOT / "examples/ported-gpt.yaml")
+    runs = ["--calibration-runs", calibration_runs]
+    assert main(["plan", recipe, *runs]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    planned = re.search(r"accepts \(calibration and one candidate\): ([0-9.]+) device-hours", text)
+    assert planned is not None, text
+    commands = [["tune", recipe, *runs]]
+    if calibration_runs == "5":  # the demo calibrates on 5 runs
+        commands.append(["demo"])
+    for i, command in enumerate(commands):
+        workdir = tmp_path / str(i)
+        assert main([*command, "--budget", "0.01", "--workdir", str(workdir)]) == 2
+        refused = re.search(r"give --budget ([0-9.]+) or more", capsys.readouterr().err)
+        assert refused is not None and refused.group(1) == planned.group(1), command
+        assert not workdir.exists()
+    floor = new_campaign_floor(devices=1, calibration_runs=int(calibration_runs))
+    assert float(planned.group(1)) == minimum_budget_hours(floor)
 
 
 @pytest.mark.slow  # resolves each GPU example through its framework: seconds each

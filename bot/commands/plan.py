@@ -4,10 +4,10 @@ The recipe is resolved as the gate resolves it; its layout space (the levers the
 classifies as layout, with what the framework derives) is priced by the step-time model
 (``perfmodel/plan.py``); the plan shows the predicted best layouts that fit, the sequence of
 one-lever moves the model-guided search would propose toward them (each with its predicted
-gain and memory), the campaign's forecast cost and the least budget that buys calibration plus
-one candidate (``gate.budget.campaign_floor``). Predictions are the prior's: a campaign
-calibrates them on its own runs (``docs/perf-model.md``), so the sequence is a forecast, not
-a promise.
+gain and memory), the campaign's forecast cost and the least budget ``attune tune`` accepts
+(calibration plus one candidate: ``gate.budget.new_campaign_floor``, the one floor the campaign
+checks a budget against). Predictions are the prior's: a campaign calibrates them on its own
+runs (``docs/perf-model.md``), so the sequence is a forecast, not a promise.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.commands.predict import hardware_of
 from bot.console import console
-from gate.budget import campaign_floor
+from gate.budget import minimum_budget_hours, new_campaign_floor
 from gate.noise import FLOOR
 from gate.recipe import load_recipe
 from gate.registry import load_registry
@@ -72,8 +72,9 @@ def build_plan(
         band_pct=band_pct,
         cost=lambda x: run_s(x.step_time_s, x.world),
     )
-    per_run = run_s(base.step_time_s, base.world)
-    floor = campaign_floor(per_run_s=per_run, calibration_runs=calibration_runs)
+    # calibration as the campaign forecasts it before a run is measured, and its floor: the
+    # very numbers `attune tune` checks a budget against
+    floor = new_campaign_floor(devices=effective.devices, calibration_runs=calibration_runs)
     candidates_s = sum(s.trial_device_s for s in sequence)
     forecast_s = floor.calibration_s + candidates_s
 
@@ -119,7 +120,7 @@ def build_plan(
         "threshold_pct": 100 * FLOOR,
         "forecast_device_hours": forecast_s / 3600,
         "calibration_device_hours": floor.calibration_s / 3600,
-        "minimum_budget_device_hours": floor.minimum_s / 3600,
+        "minimum_budget_device_hours": minimum_budget_hours(floor),
         "budget_device_hours": budget_h,
         "budget_covers": None if budget_h is None else budget_h * 3600 >= forecast_s,
     }
@@ -187,8 +188,10 @@ def plan(
         )
     console.print(
         f"forecast: {out['forecast_device_hours']:.3g} device-hours (calibration and profile "
-        f"{out['calibration_device_hours']:.3g}); the least budget that buys calibration and "
-        f"one candidate: {out['minimum_budget_device_hours']:.3g} device-hours"
+        f"{out['calibration_device_hours']:.3g}, as the campaign forecasts them before a run is "
+        f"measured); the least budget `attune tune` accepts (calibration and one candidate): "
+        f"{out['minimum_budget_device_hours']:g} device-hours",
+        soft_wrap=True,
     )
     if budget_h is not None:
         covered = "covers" if out["budget_covers"] else "does not cover"

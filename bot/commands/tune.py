@@ -32,12 +32,7 @@ from bot.report.build import write_report
 from bot.state.fold import campaign_state
 from bot.state.model import CampaignParams, CampaignState
 from gate import sequential
-from gate.budget import (
-    FIRST_RUN_FORECAST_S,
-    campaign_floor,
-    check_budget_hours,
-    check_buys_a_candidate,
-)
+from gate.budget import check_budget_hours, check_buys_a_candidate, new_campaign_floor
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.recipe import load_recipe
@@ -78,9 +73,7 @@ def open_new(
         raise AttuneError(problem)
     recipe = load_recipe(recipe_path)  # an unreadable or malformed file names itself here
     effective = get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
-    floor = campaign_floor(
-        per_run_s=FIRST_RUN_FORECAST_S * effective.devices, calibration_runs=calibration_runs
-    )
+    floor = new_campaign_floor(devices=effective.devices, calibration_runs=calibration_runs)
     check_buys_a_candidate(budget_hours, floor)  # calibration alone must not spend it all
     if (workdir / "ledger.db").exists() and holds_campaign(workdir / "ledger.db"):
         raise AttuneError("already holds a campaign; use --resume", path=str(workdir))
