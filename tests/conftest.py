@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pluggy import Result
+
+# pytest-xdist's workers start with COLUMNS=80; the suite renders as CI and pipes do (no terminal,
+# no COLUMNS: 120 columns, bot/console.py), so a test's output does not depend on -n. Set before
+# anything imports bot.console, which reads it once.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
 
 from gate.models import EffectiveConfig, Recipe
 from gate.recipe import load_recipe
@@ -141,7 +148,9 @@ _SETUP_S = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Result[pytest.TestReport], None]:
     """In the fast tier (``ATTUNE_TEST_TIER=fast``, set by ``make test-fast``), fail an unmarked
     test whose setup and call took over FAST_TIER_LIMIT_S: it belongs in a marked tier, or the
     edit loop slows down unnoticed."""
@@ -163,3 +172,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"{item.nodeid} took {took:.1f} s in the fast tier (limit {FAST_TIER_LIMIT_S:.0f} s): "
             f"mark it with one of {', '.join(TIER_MARKERS)} or make it faster"
         )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) a module's tests stay on
+    one worker, so a module-scoped fixture (a real campaign, a framework resolution) runs once;
+    every Slurm test shares one worker, so one loopback cluster serves them all. Without xdist
+    the marker is inert."""
+    for item in items:
+        group = "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

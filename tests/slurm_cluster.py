@@ -13,8 +13,10 @@ waits for them to end, stops the daemons and removes the directory: nothing is l
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import getpass
+import json
 import os
 import secrets
 import shutil
@@ -241,6 +243,27 @@ class SlurmCluster:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan_s}")
         return out.strip().removeprefix("SLURM_JWT=")
 
+    def wait_expired(self, token: str, timeout_s: float = 30) -> None:
+        """Return once ``token``'s own ``exp`` claim lies in the past (by Slurm's clock, which is
+        this machine's): a test waits on the condition, not on a guessed sleep."""
+        claims = token.split(".")[1]
+        exp = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["exp"]
+        deadline = time.monotonic() + timeout_s
+        while time.time() <= exp:
+            assert time.monotonic() < deadline, f"token exp {exp} never passed"
+            time.sleep(0.05)
+
+    def held_s(self, job_id: int) -> int:
+        """Seconds job ``job_id`` has held its allocation, by Slurm (``RunTime``)."""
+        return runtime_s(self.show_job(job_id)["RunTime"])
+
+    def wait_held(self, job_id: int, seconds: int, timeout_s: float = 60) -> None:
+        """Return once Slurm says job ``job_id`` has run for at least ``seconds``."""
+        deadline = time.monotonic() + timeout_s
+        while self.held_s(job_id) < seconds:
+            assert time.monotonic() < deadline, f"job {job_id} never ran {seconds} s"
+            time.sleep(0.1)
+
     def node_state(self) -> str:
         return self.run("sinfo", "-h", "-n", self.host, "-o", "%t", check=False).strip()
 
@@ -344,3 +367,10 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def runtime_s(field: str) -> int:
+    """``RunTime`` of ``scontrol show job``: ``[D-]HH:MM:SS``."""
+    days, _, clock = field.rpartition("-")
+    h, m, s = (int(x) for x in clock.split(":"))
+    return (int(days or 0) * 24 + h) * 3600 + m * 60 + s

@@ -26,17 +26,11 @@ from runners.bench import Launch, collect, start_bench
 from runners.slurm.backend import SlurmBackend
 from runners.slurm.settings import SlurmSettings
 from tests.conftest import ROOT, SMALL_CONFIG
+from tests.slurm_cluster import runtime_s
 
 pytestmark = pytest.mark.slurm  # a real Slurm started by tests/slurm_cluster.py
 
 Cluster = Any  # tests.slurm_cluster.SlurmCluster
-
-
-def runtime_s(field: str) -> int:
-    """``RunTime`` of ``scontrol show job``: ``[D-]HH:MM:SS``."""
-    days, _, clock = field.rpartition("-")
-    h, m, s = (int(x) for x in clock.split(":"))
-    return (int(days or 0) * 24 + h) * 3600 + m * 60 + s
 
 
 def assert_charged_as_slurm(slurm: Cluster, launch: Launch, result: TrialResult) -> dict[str, str]:
@@ -95,7 +89,8 @@ def test_a_job_cancelled_in_slurm_is_a_failed_trial_charged_for_what_it_held(
     assert isinstance(backend, SlurmBackend)
     launch = bench(backend, small_recipe(tmp_path, "long"), tmp_path / "run", steps=5000)
     wait_running(backend, launch)
-    time.sleep(1.5)
+    assert launch.handle.job_id is not None
+    slurm_env.wait_held(launch.handle.job_id, 1)  # it held its allocation a charged second
     slurm_env.run("scancel", str(launch.handle.job_id))  # an operator's cancel
     result = collect(launch, backend.wait(launch.handle))
     assert result.status == "failed"
@@ -191,8 +186,9 @@ def test_bad_credentials_are_a_clear_error_and_nothing_runs(
     monkeypatch.setenv("ATTUNE_SLURM_TOKEN", slurm_env.make_token("nobody"))
     with pytest.raises(AttuneError, match="the token is for Slurm user 'nobody'"):
         make_backend("slurm")
-    monkeypatch.setenv("ATTUNE_SLURM_TOKEN", slurm_env.make_token(slurm_env.user, lifespan_s=1))
-    time.sleep(1.1)
+    expiring = slurm_env.make_token(slurm_env.user, lifespan_s=1)
+    monkeypatch.setenv("ATTUNE_SLURM_TOKEN", expiring)
+    slurm_env.wait_expired(expiring)
     with pytest.raises(AttuneError, match="the token expired at"):
         make_backend("slurm")
 

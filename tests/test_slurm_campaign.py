@@ -29,7 +29,7 @@ import pytest
 from bot.cli import main
 from gate.ledger import Ledger, LedgerEvent
 from tests.conftest import ROOT, SMALL_CONFIG, RecipeWriter
-from tests.test_slurm_backend import runtime_s
+from tests.slurm_cluster import runtime_s
 
 pytestmark = pytest.mark.slurm  # a real Slurm started by tests/slurm_cluster.py
 
@@ -79,7 +79,7 @@ def when_running(slurm: Cluster, name: str, done: threading.Event) -> str | None
     while time.monotonic() < deadline and not done.is_set():
         running = [j for j in slurm.jobs() if j["name"] == name and j["state"] == "RUNNING"]
         if running:
-            time.sleep(1.0)
+            slurm.wait_held(int(running[0]["id"]), 1)  # it has run for a second
             return running[0]["id"]
         time.sleep(0.05)
     return None
