@@ -151,8 +151,9 @@ class Executor(Protocol):
 
     def resolve(self, recipe: Recipe) -> EffectiveConfig: ...
 
-    def forecast(self, devices: int) -> float:
-        """Device-seconds the next trial is expected to cost."""
+    def forecast(self, effective: EffectiveConfig) -> float:
+        """Device-seconds a run of ``effective`` is expected to cost (its devices and, with a
+        step-time prediction, its predicted step time against the runs measured)."""
 
     def memory_verdict(self, effective: EffectiveConfig) -> tuple[bool, str] | None:
         """(fits, why) from the memory model; None without a model or a known capacity."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -86,7 +86,12 @@ def spent_device_seconds(events: Iterable[LedgerEvent]) -> float:
 
 
 def forecast_device_seconds(
-    events: Iterable[LedgerEvent], default: float, devices: int | None = None
+    events: Iterable[LedgerEvent],
+    default: float,
+    devices: int | None = None,
+    *,
+    step_s: Mapping[str, float] | None = None,
+    next_step_s: float | None = None,
 ) -> float:
     """Expected cost of the next trial.
 
@@ -96,16 +101,29 @@ def forecast_device_seconds(
     the median is of each run's charge per device, times ``devices``: a candidate of 8 ranks
     costs 8 times a 1-rank run of the same length, and a forecast that ignored it let one
     such run spend twice the campaign's budget.
+
+    With the step-time model's predictions (``step_s``: trial -> predicted seconds a step of
+    that finished run; ``next_step_s``: the next trial's), each measured run's charge is also
+    divided by its own predicted step time and the median multiplied by the next trial's: a
+    candidate predicted 3 times slower than the runs measured is forecast 3 times their cost.
+    Without a prediction for the next trial, or for any of the runs, the forecast scales by
+    devices only. The numbers come in as arguments: this module does no modelling.
     """
     finished = [f for _, f in _finished(events)]
     ok = [f for f in finished if f.status == "ok"]
     runs = ok or finished
     if not runs:
         return default
-    if devices is None:
-        return statistics.median(charge(f) for f in runs)
-    per_device = [charge(f) / max(f.devices, 1) for f in runs]
-    return statistics.median(per_device) * devices
+
+    def cost(f: TrialFinished) -> float:
+        return charge(f) if devices is None else charge(f) / max(f.devices, 1)
+
+    scale = 1 if devices is None else devices
+    predicted = {t: s for t, s in (step_s or {}).items() if math.isfinite(s) and s > 0}
+    scaled = [cost(f) / predicted[f.trial] for f in runs if f.trial in predicted]
+    if next_step_s is not None and math.isfinite(next_step_s) and next_step_s > 0 and scaled:
+        return statistics.median(scaled) * next_step_s * scale
+    return statistics.median(cost(f) for f in runs) * scale
 
 
 def failed_on_its_own(finished: TrialFinished) -> bool:

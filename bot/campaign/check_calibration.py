@@ -59,8 +59,8 @@ def calibrate_checks(ctx: CampaignContext) -> None:
                 )
                 continue
             left = params.budget_device_hours * 3600 - state.spent_device_seconds
-            cost = ctx.executor.forecast(effective.devices)
-            reserve = RESERVE_RUNS * ctx.executor.forecast(baseline.devices)
+            cost = ctx.executor.forecast(effective)
+            reserve = RESERVE_RUNS * ctx.executor.forecast(baseline)
             if not affordable(left, cost, reserve):
                 notes.append(
                     f"{trial} ({variant.description}) not run: the {left:.0f} device-s left "

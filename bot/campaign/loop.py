@@ -245,6 +245,6 @@ class Campaign:
             state,
             incumbent,
             ctx.registry,
-            forecast_s=ctx.executor.forecast(incumbent.devices),
+            forecast_s=ctx.executor.forecast(incumbent),
             cores=ctx.cores,
         ).model_copy(update={"lessons": ctx.lessons, "model": model_view(ctx.executor, state)})
