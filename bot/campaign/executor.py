@@ -28,6 +28,9 @@ from runners.adapters import get_adapter
 from runners.bench import Launch, collect, resource_refusal, start_bench
 from runners.local import Backend, LocalBackend
 
+LIMIT_MARGIN = 3.0
+"""A run may take this many times its expected wall-clock (at least ``timeout_s``)."""
+
 
 class LocalExecutor:
     """Gate and bench trials on this machine, charging ``ledger`` under ``campaign``."""
@@ -59,7 +62,7 @@ class LocalExecutor:
         """Forecast of a trial's device-seconds per device before any trial finished."""
         self.backend: Backend = backend or LocalBackend()
         self.memory = MemoryGuard(ledger, campaign)
-        self.predictor = StepPredictor(ledger, campaign)
+        self.predictor = StepPredictor(ledger, campaign, steps=steps)
         """The step-time model, calibrated on the campaign's finished trials."""
         self.budget_limited: dict[str, float] = {}
         """Trials launched with a wall-clock limit cut to the budget left, and that limit."""
@@ -170,7 +173,9 @@ class LocalExecutor:
             warmup=self.warmup,
             workdir=self.trial_dir(trial),
             profile=profile,
-            timeout_s=self.limit_s(trial, effective.devices),
+            timeout_s=self.limit_s(
+                trial, effective.devices, expected_s=self.predictor.run_seconds(effective, profile)
+            ),
             effective=effective,
             backend=self.backend,
             avoid_nodes=avoid,
@@ -178,13 +183,15 @@ class LocalExecutor:
         self.record_launched(trial, launch)
         return launch
 
-    def limit_s(self, trial: str, devices: int) -> float:
-        """The run's wall-clock limit: the executor's, or shorter so that the run cannot spend
-        more than the budget has left (killed and charged at the limit, never beyond)."""
+    def limit_s(self, trial: str, devices: int, *, expected_s: float = 0.0) -> float:
+        """The run's wall-clock limit: ``LIMIT_MARGIN`` x ``expected_s`` (at least
+        ``timeout_s``: a fixed one killed a 70B recipe's runs), or shorter so that the run cannot
+        spend more than the budget has left (killed and charged at the limit, never beyond)."""
         spent = budget.spent_device_seconds(self.ledger.events(self.campaign))
         left_s = (self.budget_device_seconds - spent) / max(devices, 1)
-        if left_s >= self.timeout_s:
-            return self.timeout_s
+        limit = max(self.timeout_s, LIMIT_MARGIN * expected_s)
+        if left_s >= limit:
+            return limit
         self.budget_limited[trial] = max(left_s, 1.0)
         return self.budget_limited[trial]
 

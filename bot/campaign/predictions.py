@@ -14,6 +14,7 @@ from bot.interfaces import ModelView
 from bot.state.fold import campaign_state
 from bot.state.judgement import ok_score
 from bot.state.model import CampaignState
+from gate.budget import forecast_device_seconds
 from gate.errors import AttuneError
 from gate.ledger import Ledger
 from gate.models import EffectiveConfig
@@ -21,13 +22,16 @@ from gate.recipe import parse_recipe
 from perfmodel import Part, StepPrediction, predict_step
 from perfmodel.calibration import Calibration, Observation, fit, move_fields
 from perfmodel.hardware import recipe_part
+from runners.harness import PROFILE_EXTRA_STEPS
 
 
 class StepPredictor:
     """The step-time model of one campaign, calibrated on its finished trials."""
 
-    def __init__(self, ledger: Ledger, campaign: str) -> None:
+    def __init__(self, ledger: Ledger, campaign: str, *, steps: int = 0) -> None:
         self.ledger, self.campaign = ledger, campaign
+        self.steps = steps
+        """Steps of the campaign's runs (``run_seconds``)."""
         self._part: tuple[Part | None, float | None] | None = None
 
     def part(self, state: CampaignState) -> tuple[Part | None, float | None]:
@@ -65,6 +69,20 @@ class StepPredictor:
         if prior is None:
             return None
         return prior, self.calibration(state)
+
+    def run_seconds(self, effective: EffectiveConfig, profile: bool = False) -> float:
+        """Wall-clock seconds a run of ``effective`` should take: the budget's forecast per
+        device (the median finished run's), else the calibrated model's ``steps`` x step time
+        (0 without a prediction); a profiled run's extra steps added."""
+        made = self.predict(effective)
+        step_s = made[1].apply(made[0]).step_time_s if made else 0.0
+        devices = max(effective.devices, 1)
+        events = self.ledger.events(self.campaign)
+        default = self.steps * step_s * devices
+        run_s = forecast_device_seconds(events, default=default, devices=devices) / devices
+        if not self.steps:
+            return run_s
+        return run_s * (self.steps + (PROFILE_EXTRA_STEPS if profile else 0)) / self.steps
 
     def step_seconds(self, effective: EffectiveConfig) -> tuple[dict[str, float], float | None]:
         """Predicted seconds a step under the campaign's calibration now: of every trial with a
