@@ -68,5 +68,6 @@ class ProposalRefused(Event):
     fingerprint: str
     """The proposed recipe's effective-config fingerprint."""
     reason: str
-    """``resources``: the run needs more cores or memory than the machine has."""
+    """``resources``: the run needs more cores or memory than the machine has;
+    ``predicted_oom``: the memory model predicts it does not fit the device."""
     message: str

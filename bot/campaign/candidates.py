@@ -16,7 +16,7 @@ from bot.state.model import CampaignState, TrialRecord
 from gate.errors import AttuneError
 from gate.events import FindingRecord, TrialFinished
 from gate.ledger import LedgerEvent
-from gate.models import Recipe, TrialResult
+from gate.models import EffectiveConfig, Recipe, TrialResult
 
 
 def propose(ctx: CampaignContext, state: CampaignState, proposal: Proposal) -> bool:
@@ -48,19 +48,18 @@ def _refuse_proposal(
     ctx: CampaignContext, state: CampaignState, proposal: Proposal, text: str
 ) -> bool:
     """A move whose run this machine cannot hold (threads x ranks beyond its cores, batch x
-    sequence beyond its memory) is refused here; ``REFUSED_IN_A_ROW`` such refusals in a
-    row stop the campaign as exhausted. A move the framework refuses is the gate's to
-    judge (an ``invalid`` candidate), so it is let through."""
-    machine_refusal = getattr(ctx.executor, "machine_refusal", None)
-    if machine_refusal is None:
-        return False
+    sequence beyond its memory: ``resources``) or that the memory model predicts not to fit
+    the device (``predicted_oom``) is refused here, before it takes a candidate id;
+    ``REFUSED_IN_A_ROW`` such refusals in a row stop the campaign as exhausted. A move the
+    framework refuses is the gate's to judge (an ``invalid`` candidate), so it is let through."""
     try:
         effective = ctx.executor.resolve(ctx.recipe(text, "proposal"))
     except AttuneError:
         return False
-    message = machine_refusal(effective)
-    if message is None:
+    refusal = _machine_or_memory(ctx, effective)
+    if refusal is None:
         return False
+    reason, message = refusal
     ctx.ledger.append(
         ctx.name,
         "proposal_refused",
@@ -68,7 +67,7 @@ def _refuse_proposal(
             "title": proposal.title,
             "changes": proposal.model_dump(mode="json")["changes"],
             "fingerprint": effective.fingerprint(),
-            "reason": "resources",
+            "reason": reason,
             "message": message,
         },
     )
@@ -77,6 +76,18 @@ def _refuse_proposal(
     if streak >= REFUSED_IN_A_ROW:
         ctx.stop("exhausted", [f"the last {streak} proposals were refused: {message}"])
     return True
+
+
+def _machine_or_memory(ctx: CampaignContext, effective: EffectiveConfig) -> tuple[str, str] | None:
+    """(reason, message) when the run cannot be held or is predicted not to fit; else None."""
+    machine_refusal = getattr(ctx.executor, "machine_refusal", None)
+    message = machine_refusal(effective) if machine_refusal is not None else None
+    if message is not None:
+        return "resources", message
+    memory = ctx.executor.memory_verdict(effective)
+    if memory is not None and not memory[0]:
+        return "predicted_oom", memory[1]
+    return None
 
 
 def advance(ctx: CampaignContext, trial: str) -> None:

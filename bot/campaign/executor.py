@@ -99,8 +99,9 @@ class LocalExecutor:
         return resource_refusal(effective, self.backend)
 
     def admit(self, trial: str, effective: EffectiveConfig) -> LaunchRefusal | None:
-        """Memory (candidates only: the baseline and the incumbent ran already, or are what
-        the user runs), budget and failed-rerun checks; a refusal is written to the ledger."""
+        """Machine, memory (candidates only), budget and failed-rerun checks; a refusal is
+        written to the ledger. A proposal predicted not to fit is refused before it takes an id
+        (``candidates.propose``): memory refuses here only a candidate an older bot proposed."""
         fingerprint = effective.fingerprint()
         memory = self.memory_verdict(effective) if self.memory.is_candidate(trial) else None
         too_big = self.machine_refusal(effective)
