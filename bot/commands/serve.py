@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from bot.campaign.lock import own_state_dir
 from gate.errors import AttuneError
 
 
@@ -57,10 +58,14 @@ def serve(*, host: str, port: int) -> int:
     if not settings.private_key_path.is_file():
         raise AttuneError("no such file", path=str(settings.private_key_path))
     check_private_key(settings.private_key_path)
-    clients = installation_clients(settings)
-    app = create_app(settings, GitHubCampaigns(settings, clients), clients)
-    # no access log: a line per request costs the ack path more than the request itself; the
-    # inbox (state_dir/inbox.db) records every delivery
-    config = uvicorn_config(app, settings, host=host, port=port, log_level="info", access_log=False)
-    uvicorn.Server(config).run()
+    # one server per state directory, held before anything in it is read or the port is bound
+    with own_state_dir(settings.state_dir):
+        clients = installation_clients(settings)
+        app = create_app(settings, GitHubCampaigns(settings, clients), clients)
+        # no access log: a line per request costs the ack path more than the request itself;
+        # the inbox (state_dir/inbox.db) records every delivery
+        config = uvicorn_config(
+            app, settings, host=host, port=port, log_level="info", access_log=False
+        )
+        uvicorn.Server(config).run()
     return 0
