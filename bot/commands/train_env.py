@@ -6,6 +6,9 @@ training runs in: that one needs a CUDA build of torch and the framework at the 
 training repository pins in its ``attune-bench.yml``. It is built once per (framework, version,
 torch, CUDA) in the runner's tool cache and reused; what it makes is handed to the next steps
 as runner settings (``ATTUNE_TRAIN_PYTHON``, ``ATTUNE_MEGATRON_PATH``) through ``$GITHUB_ENV``.
+Megatron-LM is fetched first and pinned by commit: the checkout must be the commit its tag is
+pinned to (or the commit given) before anything of it is installed
+(``bot.commands.megatron_checkout``).
 
 A runner whose administrator provides the environment sets ``ATTUNE_TRAIN_PYTHON`` (and
 ``ATTUNE_MEGATRON_PATH``) in the runner's own environment; nothing is built then.
@@ -40,6 +43,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from bot.commands.megatron_checkout import (
+    COMMIT,
+    checkout_megatron,
+    pinned_commit,
+    release_of,
+)
 from bot.commands.train_interpreter import interpreter_version, training_interpreter
 from bot.console import console
 from bot.render.text import with_article
@@ -48,7 +57,6 @@ from gate.recipe import load_recipe
 from runners.megatron.pins import TRANSFORMER_ENGINE
 from runners.versions import PINS, torch_problem
 
-MEGATRON_REPO = "https://github.com/NVIDIA/Megatron-LM"
 TORCH_INDEX = "https://download.pytorch.org/whl/{cuda}"
 CONSTRAINTS = "constraints.txt"
 """In the cache folder: ``torch==<pin>``, the constraint every install after torch runs under."""
@@ -65,7 +73,8 @@ class TrainEnvRequest(BaseModel):
     torch: str = ""
     cuda: str = ""
     megatron: str = ""
-    """A Megatron-LM git tag or branch (``core_v0.19.0``)."""
+    """A Megatron-LM tag ``runners.megatron.pins.MEGATRON_COMMITS`` pins to a commit
+    (``core_v0.19.0``), or a full 40-hex commit."""
     torchtitan: str = ""
     transformer_engine: str = ""
     """Megatron-LM: the Transformer Engine version; it must be the recipe's declared
@@ -125,7 +134,9 @@ def _check(req: TrainEnvRequest, framework: str) -> None:
             + "; ".join(problems)
             + " (set them in attune-bench.yml, or ATTUNE_TRAIN_PYTHON on the runner)"
         )
-    version = req.megatron if framework == "megatron" else req.torchtitan
+    if framework == "megatron":
+        pinned_commit(req.megatron)  # a tag attune has no commit for: refused here
+    version = release_of(req.megatron) if framework == "megatron" else req.torchtitan
     incompatible = torch_problem(framework, version, req.torch)
     if incompatible:
         raise AttuneError(
@@ -138,7 +149,10 @@ def _check(req: TrainEnvRequest, framework: str) -> None:
 def cache_key(framework: str, req: TrainEnvRequest, version: tuple[int, int] | None = None) -> str:
     """The cache folder's name: everything the build pins (the interpreter's minor version
     too, when known)."""
-    pinned = req.megatron if framework == "megatron" else req.torchtitan
+    pinned = req.torchtitan
+    if framework == "megatron":  # the commit too: a build from an unverified checkout is not reused
+        commit = pinned_commit(req.megatron)
+        pinned = req.megatron if COMMIT.match(req.megatron) else f"{req.megatron}-{commit[:12]}"
     te = f"-te{req.transformer_engine}" if req.transformer_engine else ""
     py = f"-py{version[0]}.{version[1]}" if version else ""
     key = f"{framework}-{pinned}-torch{req.torch}-{req.cuda}{te}{py}"
@@ -150,7 +164,8 @@ def plan(
 ) -> list[list[str]]:
     """The commands that build the environment in ``folder``, in order, with ``python`` (the
     training interpreter; attune's own when None). They run with the new venv's ``bin`` first
-    on PATH, so ``python3`` in Megatron's helpers Makefile is the venv's."""
+    on PATH, so ``python3`` in Megatron's helpers Makefile is the venv's. Megatron-LM's
+    checkout (``folder/Megatron-LM``) is fetched and verified before them."""
     venv_python = str(folder / "venv" / "bin" / "python")
     base = [venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     pip = [*base, "--constraint", str(folder / CONSTRAINTS)]  # torch stays the pinned one
@@ -160,8 +175,6 @@ def plan(
     ]
     if framework == "megatron":
         checkout = str(folder / "Megatron-LM")
-        steps.append(["git", "clone", "--quiet", "--depth", "1", "--branch", req.megatron,
-                      MEGATRON_REPO, checkout])  # fmt: skip
         steps.append([*pip, checkout, "pybind11"])
         if req.transformer_engine:
             steps.append(
@@ -240,6 +253,8 @@ def train_env(
         shutil.rmtree(folder, ignore_errors=True)  # an interrupted build
         folder.mkdir(parents=True)
         (folder / CONSTRAINTS).write_text(constraints(req))
+        if framework == "megatron":  # verified before anything of it is installed or run
+            checkout_megatron(req.megatron, folder / "Megatron-LM")
         path = f"{folder / 'venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
         env = {**os.environ, "PATH": path}
         for command in plan(framework, req, folder, python=python):
