@@ -60,7 +60,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    settings = Settings()  # type: ignore[call-arg]  (the fields come from ATTUNE_* variables)
+    settings = Settings()  # the fields come from ATTUNE_* variables
     clients = installation_clients(settings)
     app = create_app(settings, GitHubCampaigns(settings, clients), clients)
     config = uvicorn_config(

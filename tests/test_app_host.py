@@ -38,11 +38,11 @@ def test_state_paths_default_to_an_absolute_folder(
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
-    settings = Settings()  # type: ignore[call-arg]  (the fields come from ATTUNE_* variables)
+    settings = Settings()  # the fields come from ATTUNE_* variables
     assert settings.state_dir == tmp_path / "xdg" / "attune"
     assert settings.ledger_path == tmp_path / "xdg" / "attune" / "ledger.db"
     monkeypatch.setenv("ATTUNE_STATE_DIR", str(tmp_path / "srv"))
-    assert Settings().ledger_path == tmp_path / "srv" / "ledger.db"  # type: ignore[call-arg]
+    assert Settings().ledger_path == tmp_path / "srv" / "ledger.db"
 
 
 @pytest.mark.parametrize("name", ["ATTUNE_STATE_DIR", "ATTUNE_LEDGER_PATH"])

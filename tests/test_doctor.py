@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,9 @@ def _this_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ATTUNE_MEGATRON_PATH", raising=False)
 
 
-def _checks(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, dict]]:
+def _checks(
+    capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[int, dict[str, dict[str, Any]]]:
     code = main(["doctor", *argv, "--json"])
     payload = json.loads(capsys.readouterr().out)
     return code, {c["name"]: c for c in payload["checks"]}

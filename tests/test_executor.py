@@ -41,6 +41,11 @@ class Played:
     result: TrialResult | None = None
     post: PostLaunchReport | None = None
 
+    def fingerprint(self) -> str:
+        """Its effective config's fingerprint (every trial here resolves)."""
+        assert self.effective is not None, "the framework refused the recipe"
+        return self.effective.fingerprint()
+
 
 def play(
     ex: LocalExecutor,
@@ -155,7 +160,7 @@ def test_rejected_candidate_is_never_launched(campaign: TrialsPlayed) -> None:
     assert campaign.kinds("t1") == ["gate_checked"]
     (checked,) = campaign.events("t1")
     assert checked.payload["verdict"] == "reject"
-    assert checked.payload["fingerprint"] == out.effective.fingerprint()
+    assert checked.payload["fingerprint"] == out.fingerprint()
     keys = {f["key"]: f for f in checked.payload["findings"]}
     assert keys["accumulate_grads_in_fp32"]["derived"] is True
     assert keys["accumulate_grads_in_fp32"]["class"] == "semantic"
@@ -183,17 +188,17 @@ def test_failed_run_is_charged_and_its_exact_rerun_refused(campaign: TrialsPlaye
     assert failed.post is not None and not failed.post.passed
 
     rerun = campaign.outcomes["t3"]
-    assert rerun.effective.fingerprint() == failed.effective.fingerprint()
+    assert rerun.fingerprint() == failed.fingerprint()
     assert rerun.result is None
     assert rerun.refusal is not None and rerun.refusal.reason == "failed_rerun"
     assert campaign.kinds("t3") == ["gate_checked", "launch_refused"]
     refused = campaign.events("t3")[-1].payload
     assert refused["reason"] == "failed_rerun"
-    assert refused["fingerprint"] == failed.effective.fingerprint()
+    assert refused["fingerprint"] == failed.fingerprint()
     assert not campaign.trial_dir("t3").exists()
 
     changed = campaign.outcomes["t4"]
-    assert changed.effective.fingerprint() != failed.effective.fingerprint()
+    assert changed.fingerprint() != failed.fingerprint()
     assert changed.result is not None and changed.result.status == "ok"
     assert campaign.kinds("t4") == [
         "gate_checked",

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.forges.local import ForgeError, LocalForge
-from bot.interfaces import CheckResult, HeadMoved, PullRequest
+from bot.forges.local import LocalForge
+from bot.interfaces import CheckResult, ForgeError, HeadMoved, PullRequest
 
 RECIPE = "recipes/ported-gpt.yaml"
 BASELINE = "framework: embedded\nname: ported-gpt\nconfig:\n  threads: 1\n  micro_batch_size: 1\n"

@@ -95,7 +95,7 @@ def test_edited_comments_and_plain_chat_are_not_commands(tmp_path: Path) -> None
         # a command delivered after them is answered; nothing else ever is
         comment(fake, app, number, "maintainer", "/attune help")
         wait_for(lambda: replies(fake, number), timeout=10, what="the help reply")
-        inbox = app.server.config.app.state.inbox
+        inbox = app.app.state.inbox
         wait_for(lambda: inbox.pending() == 0, timeout=10, what="the queue to drain")
         assert len(inbox.handled()) == 1  # the help command, and only it, was ever handled
         (reply,) = replies(fake, number)

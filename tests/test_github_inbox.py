@@ -76,7 +76,7 @@ def test_one_comment_is_one_command_whatever_its_deliveries(tmp_path: Path) -> N
         assert answers[0].status_code == 202
         assert answers[1].json() == {"status": "command already received, ignored"}
         wait_for(lambda: replies(fake, number), timeout=10, what="the reply")
-        inbox = app.server.config.app.state.inbox
+        inbox = app.app.state.inbox
         wait_for(lambda: inbox.pending() == 0, timeout=10, what="the queue")
         assert [d for d, _ in inbox.handled()] == ["first-id"]
 
@@ -122,7 +122,7 @@ def test_a_command_accepted_before_a_kill_runs_once_after_the_restart(tmp_path: 
         assert replies(fake, number) == []
         with App(fake, tmp_path) as app:
             wait_for(lambda: replies(fake, number), timeout=20, what="the reply after restart")
-            inbox = app.server.config.app.state.inbox
+            inbox = app.app.state.inbox
             wait_for(lambda: inbox.pending() == 0, timeout=10, what="the queue")
             again = fake.webhooks.deliver(
                 f"{app.url}/webhook", "issue_comment", payload, SECRET, delivery="before-the-kill"

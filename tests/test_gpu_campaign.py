@@ -69,7 +69,8 @@ def test_a_megatron_recipe_is_tuned_end_to_end(
     assert harness[:2] == ["--train-samples", str(8 * 128)]
     assert "--log-throughput" in harness and "--train-samples 1953125000" in overridden
     first = calibration[0].finished
-    assert first is not None and first.peak_memory_bytes > 40 * 2**30
+    assert first is not None and first.peak_memory_bytes is not None
+    assert first.peak_memory_bytes > 40 * 2**30
     assert first.step1_loss == pytest.approx(11.03568)
     # the profile of a GPU run, per rank
     profile = state.profiles["baseline"]
@@ -104,7 +105,7 @@ def test_an_out_of_memory_candidate_is_closed_and_teaches_the_memory_model(
     state = fold(events[0].campaign, events)
     c1 = state.candidates[0]
     assert c1.finished is not None and c1.finished.status == "oom"
-    assert "CUDA out of memory" in c1.finished.error
+    assert "CUDA out of memory" in (c1.finished.error or "")
     assert c1.judged is not None and c1.judged.decision == "close" and c1.closed
     assert state.speedup == pytest.approx(1.0)
     assert c1.finished.device_seconds > 0  # charged all the same

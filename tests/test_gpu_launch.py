@@ -13,11 +13,12 @@ import pytest
 from gate.errors import AttuneError
 from gate.recipe import load_recipe
 from runners.adapter import LaunchSpec
-from runners.adapters import get_adapter
 from runners.launch_env import launch_environment
 from runners.local import LocalBackend
+from runners.megatron.adapter import MegatronAdapter
 from runners.run_outcome import classify
 from runners.runner_settings import BASE_ENV, RunnerSettings
+from runners.torchtitan.adapter import TorchtitanAdapter
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.frameworks  # Megatron-LM's or torchtitan's own parsers in subprocesses
@@ -40,7 +41,7 @@ def test_megatron_launch(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
     recipe = load_recipe(ROOT / "examples/megatron/llama3-8b.yaml")
-    adapter = get_adapter("megatron")
+    adapter = MegatronAdapter()
     effective = adapter.resolve(recipe)
     settings = RunnerSettings(
         python="/opt/py/bin/python",  # not a path: never run here
@@ -73,15 +74,16 @@ def test_megatron_launch(
 
 
 def test_megatron_without_a_checkout_says_what_the_runner_needs(tmp_path: Path) -> None:
-    adapter = get_adapter("megatron")
+    adapter = MegatronAdapter()
     recipe = load_recipe(ROOT / "examples/megatron/llama3-8b.yaml")
     with pytest.raises(AttuneError, match="ATTUNE_MEGATRON_PATH on the runner"):
-        adapter.entry(adapter._body(recipe), None, RunnerSettings())  # type: ignore[arg-type,attr-defined]
+        # no effective config: entry refuses on the settings before it would read one
+        adapter.entry(adapter._body(recipe), None, RunnerSettings())  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
 def test_torchtitan_launch_and_multi_node_rendezvous(tmp_path: Path) -> None:
-    adapter = get_adapter("torchtitan")
+    adapter = TorchtitanAdapter()
     settings = RunnerSettings(python="py", rdzv_endpoint="node-0:29400")
     single = load_recipe(ROOT / "examples/torchtitan/llama3-8b.yaml")
     spec = adapter.launch(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ SHELLCHECK = ROOT / ".venv" / "bin" / "shellcheck"
 
 
 @pytest.fixture
-def github(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeGitHub, str]:
+def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeGitHub, str]]:
     """The test GitHub holding a fork of attune (``mirror/attune``); its head commit."""
     with FakeGitHub() as fake:
         fake.create_repo("mirror", "attune", files={"actions/bench/action.yml": "name: x\n"})

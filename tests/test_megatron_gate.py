@@ -33,7 +33,7 @@ Outcome = EffectiveConfig | AttuneError
 def assert_megatron_line(source: str, path: str = "") -> None:
     """``source`` is ``megatron/...py:N@<version>`` naming a real line of the installed
     package (in file ``path`` when given) that raises or asserts."""
-    import megatron
+    import megatron  # type: ignore[import-untyped]  # megatron-core ships no type information
 
     location, _, version = source.partition("@")
     file, _, line = location.rpartition(":")

@@ -34,7 +34,7 @@ def result(losses: list[float], status: str = "ok") -> TrialResult:
     return TrialResult(
         recipe="r",
         fingerprint="f",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         steps=records,
         warmup=1,
         score=1.0,

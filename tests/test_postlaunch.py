@@ -3,6 +3,7 @@ from baseline repeats and layout variants, the step-1 gradient norm, the K-step 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from tests.events_factory import payload
 BASE = [5.5, 5.0, 4.6, 4.3]
 
 
-def run(losses: list[float | None], norm1: float | None = 1.0) -> list[StepRecord]:
+def run(losses: Sequence[float | None], norm1: float | None = 1.0) -> list[StepRecord]:
     return [
         StepRecord(
             step=i,

@@ -205,10 +205,12 @@ def test_real_two_process_gloo_all_reduce(tmp_path: Path) -> None:
     # "gloo:all_reduce" on a "pt_gloo_runloop" thread of the same process, and the main thread
     # records nothing while it waits. No "record_param_comms" event appears.
     pytest.importorskip("torch")
-    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import spawn
 
     out = tmp_path / "trace.json"
-    mp.spawn(_gloo_worker, args=(2, str(tmp_path / "init"), str(out)), nprocs=2, join=True)
+    init = str(tmp_path / "init")
+    # torch's spawn is unannotated
+    spawn(_gloo_worker, args=(2, init, str(out)), nprocs=2, join=True)  # type: ignore[no-untyped-call]
     data = json.loads(out.read_text())
     names = {e.get("name") for e in data["traceEvents"]}
     assert {"c10d::allreduce_", "gloo:all_reduce"} <= names

@@ -153,7 +153,7 @@ def test_backs_off_a_direction_that_ran_out_of_memory(registry: Registry) -> Non
     oom = HistoryItem(
         trial="c1", changes={"micro_batch_size": (1, 2)}, status="oom", decision="close", gain=None
     )
-    seen = set()
+    seen: set[str] = set()
     tried = {fingerprint(recipe_text(PORTED))}
     for _ in range(10):
         out = decide(view(registry, profile=CPU_BOUND, history=[oom]), tried=tried)

@@ -325,7 +325,7 @@ def test_the_report_and_the_ledger_show_the_confirmation(
     assert "re-measured A/B, at most 6 pairs" in text  # the campaign's cap
     with Ledger(tmp_path / "copy.db") as copy:  # `attune ledger show` on the same events
         for e in finished:
-            copy.append(e.campaign, e.kind, e.payload)  # type: ignore[arg-type]
+            copy.append(e.campaign, e.kind, e.payload)
     assert main(["ledger", "show", "--ledger", str(tmp_path / "copy.db")]) == 0
     assert "over 3 interleaved pairs" in capsys.readouterr().out
 
@@ -341,7 +341,7 @@ def test_a_campaign_killed_mid_re_measurement_resumes_it(
         {"progress": KillingProgressDouble("c1-a3")},
         {"kill_at": "confirm-c2-b2"},
     ):
-        bot = campaign(workdir, MOVES, speeds(SPEEDS), **kill)  # type: ignore[arg-type]
+        bot = campaign(workdir, MOVES, speeds(SPEEDS), **kill)
         with pytest.raises(Killed):
             bot.run()
         bot.ctx.ledger.close()
@@ -417,5 +417,7 @@ def test_a_confirmation_cut_short_keeps_the_pairs_it_measured(
     confirmed = state_after.judgement.confirmed
     assert confirmed is not None and confirmed.pairs == 2
     assert "its run confirm-c1-a3 (baseline) ended failed" in confirmed.note
-    assert confirmed.low < confirmed.speedup < confirmed.high
+    low, speedup, high = confirmed.low, confirmed.speedup, confirmed.high
+    assert low is not None and speedup is not None and high is not None
+    assert low < speedup < high
     assert state_after.stopped is not None and state_after.stopped.reason == "exhausted"

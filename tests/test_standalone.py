@@ -38,9 +38,10 @@ def _file_chain_depth(node: ast.AST) -> int | None:
     ups = 0
     while True:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
-            if node.value.attr != "parents" or not isinstance(node.slice, ast.Constant):
+            index = node.slice.value if isinstance(node.slice, ast.Constant) else None
+            if node.value.attr != "parents" or not isinstance(index, int):
                 return None
-            ups += int(node.slice.value) + 1
+            ups += index + 1
             node = node.value.value
         elif isinstance(node, ast.Attribute) and node.attr == "parent":
             ups += 1
@@ -73,22 +74,23 @@ def climbs_out(source: str, depth: int) -> list[str]:
         and isinstance(node.body[0].value, ast.Constant)
     }
     for node in ast.walk(tree):
-        line = lines[node.lineno - 1] if hasattr(node, "lineno") else ""
+        lineno: int = getattr(node, "lineno", 0)
+        line = lines[lineno - 1] if lineno else ""
         if id(node) in docstrings or NOT_A_PATH in line:
             continue
         ups = _file_chain_depth(node) if isinstance(node, (ast.Subscript, ast.Attribute)) else None
         if ups is not None and ups > depth:
-            problems.append(f"line {node.lineno}: climbs {ups} levels from a file {depth} deep")
+            problems.append(f"line {lineno}: climbs {ups} levels from a file {depth} deep")
         if (
             isinstance(node, ast.BinOp)
             and isinstance(node.op, ast.Div)
             and isinstance(node.right, ast.Constant)
             and node.right.value == ".."
         ):
-            problems.append(f"line {node.lineno}: names a path outside: joins '..'")
+            problems.append(f"line {lineno}: names a path outside: joins '..'")
         text = node.value if isinstance(node, ast.Constant) else None
         if isinstance(text, str) and OUTSIDE_WORDS.search(text):
-            problems.append(f"line {node.lineno}: names a path outside: {text[:60]!r}")
+            problems.append(f"line {lineno}: names a path outside: {text[:60]!r}")
     return problems
 
 
