@@ -30,7 +30,7 @@ def result(score: float, step1_loss: float = 5.0, status: str = "ok") -> TrialRe
     return TrialResult(
         recipe="r",
         fingerprint="f",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         warmup=1,
         score=score,
         step1_loss=step1_loss,
@@ -58,11 +58,11 @@ def test_one_run_merges_beyond_the_bar_and_the_zone_below_it_is_re_measured(
     score: float, decision: str, reason: str
 ) -> None:
     verdict = judge_finished(state(), result(score))
-    assert verdict["decision"] == decision and reason in verdict["reason"]
-    assert verdict["gain"] == pytest.approx(score / 1000.0 - 1)
-    assert verdict["bar"] == pytest.approx(BAR, rel=1e-4) and verdict["threshold"] == 0.06
-    assert verdict["post_passed"] is True
-    assert ("confirm_bar" in verdict) == (score == 1120.0)
+    assert verdict.decision == decision and reason in verdict.reason
+    assert verdict.gain == pytest.approx(score / 1000.0 - 1)
+    assert verdict.bar == pytest.approx(BAR, rel=1e-4) and verdict.threshold == 0.06
+    assert verdict.post_passed is True
+    assert verdict.confirm_bar == (verdict.bar if score == 1120.0 else None)
 
 
 def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
@@ -71,9 +71,9 @@ def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
     s.trials["c1"] = TrialRecord(trial="c1", role="candidate", finished=finished)
     s.incumbent = "c1"
     verdict = judge_finished(s, result(1150.0))
-    assert verdict["decision"] == "remeasure" and verdict["gain"] == pytest.approx(1150 / 1100 - 1)
+    assert verdict.decision == "remeasure" and verdict.gain == pytest.approx(1150 / 1100 - 1)
     # one run of the winner sets its score: a single gain is less certain than against five
-    assert verdict["bar"] == pytest.approx(4.9076 * 0.02 * math.sqrt(2), rel=1e-4)
+    assert verdict.bar == pytest.approx(4.9076 * 0.02 * math.sqrt(2), rel=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -85,8 +85,11 @@ def test_the_incumbent_is_the_last_winner_not_the_baseline() -> None:
 )
 def test_a_fast_run_that_trains_something_else_is_closed(bad: TrialResult, reason: str) -> None:
     verdict = judge_finished(state(), bad)
-    assert verdict["decision"] == "close" and reason in verdict["reason"]
-    assert verdict["post_passed"] is False and "score" not in verdict
+    assert verdict.decision == "close" and reason in verdict.reason
+    assert verdict.post_passed is False and verdict.score is None and verdict.bar is None
+    judged = verdict.judged("c1", 1000.0)  # the event: no score, the calibration's threshold
+    assert (judged.decision, judged.score, judged.threshold) == ("close", None, 0.06)
+    assert judged.post_reasons == list(verdict.post_reasons) and reason in judged.reason
 
 
 def test_with_a_b_re_measurement_off_a_first_run_within_the_bar_closes() -> None:
@@ -107,9 +110,12 @@ def test_with_a_b_re_measurement_off_a_first_run_within_the_bar_closes() -> None
         max_pairs=0,
     )
     verdict = judge_finished(off, result(1070.0))
-    assert verdict["decision"] == "close"
-    assert verdict["reason"] == "+7.0% is within the one-run bar 10.8% (A/B re-measurement off)"
-    assert judge_finished(off, result(1120.0))["decision"] == "merge"
+    assert verdict.decision == "close"
+    assert verdict.reason == "+7.0% is within the one-run bar 10.8% (A/B re-measurement off)"
+    merged = judge_finished(off, result(1120.0)).judged("c1", 1000.0)  # its one run decides
+    assert merged.decision == "merge" and merged.pairs is None
+    assert merged.score == 1120.0 and merged.gain == pytest.approx(0.12)
+    assert merged.bar == pytest.approx(BAR, rel=1e-4) and merged.incumbent_score == 1000.0
 
 
 def test_the_agent_sees_the_a_b_mean_where_pairs_ran() -> None:
@@ -156,7 +162,7 @@ def test_a_first_run_beyond_the_bar_merges_when_one_interleaved_pair_confirms_it
                     trial=trial,
                     phase="remeasure",
                     of="c1",
-                    arm=arm,  # type: ignore[arg-type]
+                    arm=arm,
                     recipe_of="baseline" if arm == "incumbent" else "c1",
                     pair=1,
                 )
@@ -164,8 +170,14 @@ def test_a_first_run_beyond_the_bar_merges_when_one_interleaved_pair_confirms_it
         return s, runs
 
     confirmed = paired_outcome(*with_pair(1000.0, 1150.0), confirm_bar=BAR)
-    assert confirmed is not None and confirmed["decision"] == "merge"
-    assert confirmed["pairs"] == 1 and confirmed["paired_mean"] == pytest.approx(0.15)
-    assert "beats the one-run bar 10.8% again" in confirmed["reason"]
+    assert confirmed is not None and confirmed.decision == "merge"
+    assert confirmed.pairs == 1 and confirmed.paired_mean == pytest.approx(0.15)
+    assert "beats the one-run bar 10.8% again" in confirmed.reason
+    first = judge_finished(state(), result(1120.0))
+    judged = first.judged("c1", 1000.0, confirmed)  # the pair decides; the first run's gain stays
+    assert (judged.decision, judged.reason, judged.pairs) == ("merge", confirmed.reason, 1)
+    assert judged.gain == pytest.approx(0.12) and judged.bar == BAR
+    with pytest.raises(AssertionError, match="judged by its pairs"):
+        first.judged("c1", 1000.0)  # re-measured: not decided by its one run
     assert paired_outcome(*with_pair(1000.0, 1050.0), confirm_bar=BAR) is None  # more pairs
     assert paired_outcome(*with_pair(1000.0, 1150.0)) is None  # no bar: the paired rule, 3 pairs

@@ -77,7 +77,8 @@ def noise_calibrated(tmp_path_factory: pytest.TempPathFactory, write_recipe: Any
         assert campaign.ctx.bench("baseline-1", "calibration", baseline)
         finished = campaign.state().trials["baseline-1"].finished
         assert finished is not None and finished.status == "ok", finished
-        score = float(finished.score)
+        assert finished.score is not None
+        score = finished.score
         ledger.append(
             "c",
             "noise_calibrated",
@@ -126,7 +127,7 @@ def test_the_checks_are_calibrated_from_layout_variants_once(
             (work / "trials" / "layout-1" / "result.json").read_text()
         )
         verdict = judge_finished(state, result)
-        assert verdict["post_passed"] is True, verdict
+        assert verdict.post_passed is True, verdict
 
 
 def test_a_refused_variant_is_named_and_the_repeats_still_calibrate(

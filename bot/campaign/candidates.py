@@ -4,8 +4,6 @@ comment). Each step is a ledger event first, so a resumed campaign does the next
 
 from __future__ import annotations
 
-from typing import Any
-
 from bot import render
 from bot.campaign.context import CampaignContext
 from bot.campaign.extra_runs import remeasure
@@ -15,6 +13,7 @@ from bot.interfaces import CheckResult, Proposal
 from bot.state.model import CampaignState, TrialRecord
 from gate.errors import AttuneError
 from gate.events import FindingRecord, TrialFinished
+from gate.events_judgement import TrialJudged
 from gate.ledger import LedgerEvent
 from gate.models import EffectiveConfig, Recipe, TrialResult
 
@@ -141,41 +140,39 @@ def advance(ctx: CampaignContext, trial: str) -> None:
 
 def _judge(ctx: CampaignContext, state: CampaignState, record: TrialRecord, recipe: Recipe) -> None:
     trial = record.trial
-    verdict: dict[str, Any] = {"trial": trial, "score": None, "gain": None}
-    verdict["incumbent_score"] = state.incumbent_score
-    verdict["threshold"] = state.noise.threshold if state.noise else None
+    closing: str | None = None
     if record.gate_verdict == "reject":
-        verdict.update(decision="close", reason=_rejection(record.gate_findings))
+        closing = _rejection(record.gate_findings)
     elif record.refused is not None:
-        verdict.update(decision="close", reason=record.refused.message)
+        closing = record.refused.message
     elif record.finished is None and _same_as_incumbent(ctx, state, recipe):
-        verdict.update(
-            decision="close",
-            reason=f"identical in effect to the incumbent ({state.incumbent}): not run",
-        )
+        closing = f"identical in effect to the incumbent ({state.incumbent}): not run"
     elif record.finished is not None and record.finished.interrupted:
-        verdict.update(
-            decision="close",
-            reason=f"not measured: its run was interrupted ({_first_line(record.finished)})",
-        )
+        closing = f"not measured: its run was interrupted ({_first_line(record.finished)})"
     elif record.finished is None:
         effective = ctx.executor.resolve(recipe)
         if ctx.executor.admit(trial, effective) is None:
             launch = ctx.executor.launch(trial, "candidate", recipe, effective)
             ctx.executor.finish(trial, launch)
         return
+    if closing is not None:
+        verdict = TrialJudged(
+            trial=trial,
+            decision="close",
+            reason=closing,
+            incumbent_score=state.incumbent_score,
+            threshold=state.noise.threshold if state.noise else None,
+        )
     else:
         first = judge_finished(state, _result(ctx, record))
-        if first["decision"] == "remeasure":  # A/B pairs decide, or confirm a clear gain
-            paired = remeasure(ctx, state, record, first.pop("confirm_bar", None))
+        paired = None
+        if first.decision == "remeasure":  # A/B pairs decide, or confirm a clear gain
+            paired = remeasure(ctx, state, record, first.confirm_bar)
             if paired is None:
                 return
-            first.update(paired)
-        verdict.update(first)
+        verdict = first.judged(trial, state.incumbent_score, paired)
     ctx.ledger.append(ctx.name, "trial_judged", verdict)
-    ctx.progress.update(
-        ctx.state(), f"trial {trial}", f"{verdict['decision']}: {verdict['reason']}"
-    )
+    ctx.progress.update(ctx.state(), f"trial {trial}", f"{verdict.decision}: {verdict.reason}")
 
 
 def _same_as_incumbent(ctx: CampaignContext, state: CampaignState, recipe: Recipe) -> bool:

@@ -10,10 +10,10 @@ are ``bot/campaign/judgement.py``'s and ``gate/sequential.py``'s.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from bot.campaign.context import CampaignContext
-from bot.campaign.judgement import incumbent_runs, paired_outcome, pairs_of
+from bot.campaign.judgement import PairedOutcome, incumbent_runs, paired_outcome, pairs_of
 from bot.state.model import CampaignState, TrialRecord
 from gate import budget, noise, sequential
 from gate.events import StopReason
@@ -25,14 +25,14 @@ def remeasure(
     state: CampaignState,
     record: TrialRecord,
     confirm_bar: float | None = None,
-) -> dict[str, Any] | None:
+) -> PairedOutcome | None:
     """One step of a candidate's A/B re-measurement; its verdict once decided, else None.
     ``confirm_bar``: its first run beat that one-run bar (``paired_outcome``)."""
     trial = record.trial
     runs = state.judgement.requested(trial, "remeasure")
     refused = _next_run(ctx, state, runs)
     if refused is not None:
-        return {"decision": "close", "reason": f"not decided: {refused}"}
+        return PairedOutcome("close", f"not decided: {refused}")
     if any(state.trials.get(r.trial) is None or not _finished(state, r) for r in runs):
         return None  # a run just finished: decide on the next call
     verdict = paired_outcome(state, runs, confirm_bar)

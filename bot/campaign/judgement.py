@@ -10,15 +10,75 @@ and the paired rule decides (``paired_outcome``). The campaign does the runs
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
 from bot.state.judgement import ok_score
 from bot.state.model import CampaignState
 from gate import noise, postlaunch, sequential
 from gate.events import TrialFinished
-from gate.events_judgement import RunRequested
+from gate.events_judgement import RunRequested, TrialJudged
 from gate.models import NoiseModel, TrialResult
 from gate.postlaunch_reference import PostLaunchReference
+
+
+@dataclass(frozen=True)
+class PairedOutcome:
+    """How a candidate's A/B re-measurement ended: the ``trial_judged`` fields it decides."""
+
+    decision: Literal["merge", "close"]
+    reason: str
+    pairs: int | None = None
+    """Complete pairs measured; None when it ended before any could be (a refused run)."""
+    paired_mean: float | None = None
+    paired_se: float | None = None
+    bar: float | None = None
+    """What the paired mean had to exceed; None: the first run's bar stands."""
+
+
+@dataclass(frozen=True)
+class FirstRunVerdict:
+    """What a candidate's first run says: the post-launch outcome, then its gain over the
+    incumbent against the one-run bar. ``remeasure`` is not a decision yet: A/B pairs decide
+    (``PairedOutcome``), and ``judged`` makes the ``trial_judged`` event of both."""
+
+    decision: sequential.FirstRun
+    reason: str
+    post_passed: bool
+    post_reasons: tuple[str, ...]
+    threshold: float
+    """The promotion threshold of the noise the candidate is judged with."""
+    score: float | None = None
+    gain: float | None = None
+    bar: float | None = None
+    """The one-run bar (None: the post-launch checks closed it before any score counted)."""
+    confirm_bar: float | None = None
+    """``remeasure`` after beating the one-run bar: one interleaved pair beating it too merges."""
+
+    def judged(
+        self, trial: str, incumbent_score: float | None, paired: PairedOutcome | None = None
+    ) -> TrialJudged:
+        """The ``trial_judged`` event: this run's verdict, or ``paired``'s once it decided."""
+        if paired is not None:
+            decision, reason = paired.decision, paired.reason
+        else:
+            assert self.decision != "remeasure", "a re-measured candidate is judged by its pairs"
+            decision, reason = self.decision, self.reason
+        return TrialJudged(
+            trial=trial,
+            decision=decision,
+            reason=reason,
+            score=self.score,
+            incumbent_score=incumbent_score,
+            gain=self.gain,
+            threshold=self.threshold,
+            post_passed=self.post_passed,
+            post_reasons=list(self.post_reasons),
+            pairs=paired.pairs if paired else None,
+            paired_mean=paired.paired_mean if paired else None,
+            paired_se=paired.paired_se if paired else None,
+            bar=paired.bar if paired and paired.bar is not None else self.bar,
+        )
 
 
 def judging_noise(state: CampaignState) -> NoiseModel:
@@ -36,28 +96,32 @@ def incumbent_runs(state: CampaignState) -> list[tuple[str, float]]:
     return state.winner_runs(state.incumbent)
 
 
-def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
-    """The ``trial_judged`` fields (decision, reason, score, gain, bar, post-launch outcome) of
-    a candidate's first run; ``decision`` is ``remeasure`` when it lands in (0, bar]."""
+def judge_finished(state: CampaignState, result: TrialResult) -> FirstRunVerdict:
+    """The verdict of a candidate's first run (decision, reason, score, gain, bar, post-launch
+    outcome); ``decision`` is ``remeasure`` when it lands in (0, bar]."""
     baseline_loss = state.baseline_step1_loss
     incumbent = state.incumbent_score
     assert baseline_loss is not None and state.noise is not None and incumbent
     reference = state.checks_reference or PostLaunchReference.step1_only(baseline_loss)
     post = postlaunch.check(result, reference)
-    verdict: dict[str, Any] = {"post_passed": post.passed, "post_reasons": post.reasons}
     if not post.passed:
-        return {**verdict, "decision": "close", "reason": "; ".join(post.reasons)}
+        return FirstRunVerdict(
+            decision="close",
+            reason="; ".join(post.reasons),
+            post_passed=False,
+            post_reasons=tuple(post.reasons),
+            threshold=state.noise.threshold,
+        )
     model = judging_noise(state)
     score = float(result.score or 0.0)
     gain = noise.relative_gain(score, incumbent)
     runs = model.runs if state.incumbent == "baseline" else len(incumbent_runs(state))
     bar = sequential.one_run_bar(model, max(1, runs))
-    verdict.update(score=score, gain=gain, threshold=model.threshold, bar=bar)
     decision = sequential.first_run(gain, bar)
     remeasure = state.params is None or state.params.max_pairs >= sequential.MIN_PAIRS
+    confirm_bar = None
     if decision == "merge" and remeasure:  # one interleaved pair confirms it (docs/judgement.md)
-        decision = "remeasure"
-        verdict["confirm_bar"] = bar
+        decision, confirm_bar = "remeasure", bar
         reason = f"{gain:+.1%} beats the one-run bar {bar:.1%}: one interleaved pair confirms"
     elif decision == "merge":
         reason = f"{gain:+.1%} beats the one-run bar {bar:.1%}"
@@ -68,7 +132,17 @@ def judge_finished(state: CampaignState, result: TrialResult) -> dict[str, Any]:
         reason = f"{gain:+.1%} is within the one-run bar {bar:.1%}: re-measured A/B"
     else:
         reason = f"{gain:+.1%}: no faster than the incumbent"
-    return {**verdict, "decision": decision, "reason": reason}
+    return FirstRunVerdict(
+        decision=decision,
+        reason=reason,
+        post_passed=True,
+        post_reasons=tuple(post.reasons),
+        threshold=model.threshold,
+        score=score,
+        gain=gain,
+        bar=bar,
+        confirm_bar=confirm_bar,
+    )
 
 
 def run_problem(request: RunRequested, finished: TrialFinished | None) -> str | None:
@@ -100,13 +174,13 @@ def pairs_of(
 
 def paired_outcome(
     state: CampaignState, runs: list[RunRequested], confirm_bar: float | None = None
-) -> dict[str, Any] | None:
-    """The ``trial_judged`` fields once the A/B runs of a candidate decide it; None while more
-    runs are needed (the next one is A when ``runs`` is even, else B). ``confirm_bar``: the
-    first run beat this one-run bar, so one pair whose difference beats it too merges."""
+) -> PairedOutcome | None:
+    """How the A/B runs of a candidate decide it; None while more runs are needed (the next
+    one is A when ``runs`` is even, else B). ``confirm_bar``: the first run beat this one-run
+    bar, so one pair whose difference beats it too merges."""
     pairs, problem = pairs_of(state, runs)
     if problem is not None:
-        return {"decision": "close", "reason": f"re-measured A/B: {problem}", "pairs": len(pairs)}
+        return PairedOutcome("close", f"re-measured A/B: {problem}", pairs=len(pairs))
     if len(runs) % 2 == 1:
         return None
     if confirm_bar is not None and len(pairs) == 1:
@@ -114,23 +188,18 @@ def paired_outcome(
         if d <= confirm_bar:
             return None  # not confirmed: the paired rule decides from more pairs
         why = f"{d:+.1%} in one interleaved pair beats the one-run bar {confirm_bar:.1%} again"
-        return {
-            "decision": "merge",
-            "reason": f"re-measured A/B: {why}",
-            "pairs": 1,
-            "paired_mean": d,
-            "paired_se": None,
-            "bar": confirm_bar,
-        }
+        return PairedOutcome(
+            "merge", f"re-measured A/B: {why}", pairs=1, paired_mean=d, bar=confirm_bar
+        )
     max_pairs = state.params.max_pairs if state.params else sequential.MAX_PAIRS
     verdict = sequential.decide(pairs, max_pairs=max_pairs, noise=judging_noise(state))
     if verdict.decision == "more":
         return None
-    return {
-        "decision": verdict.decision,
-        "reason": f"re-measured A/B: {verdict.reason}",
-        "pairs": verdict.pairs,
-        "paired_mean": verdict.mean,
-        "paired_se": verdict.se,
-        "bar": verdict.bar,
-    }
+    return PairedOutcome(
+        verdict.decision,
+        f"re-measured A/B: {verdict.reason}",
+        pairs=verdict.pairs,
+        paired_mean=verdict.mean,
+        paired_se=verdict.se,
+        bar=verdict.bar,
+    )
