@@ -1,8 +1,15 @@
-"""Valid ledger payloads for tests: every kind with plausible defaults, any field overridden."""
+"""Valid ledger payloads for tests: every kind with plausible defaults, any field overridden
+(``payload``), and ``EventLog``, a campaign's events as the ledger hands them back, for the
+pure functions that read events without a ledger file."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from gate.ledger import EventKind, LedgerEvent
+
+T0 = 1_700_000_000.0
+"""When an ``EventLog``'s campaign starts (Unix time): its n-th event is at T0 + n."""
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "campaign_opened": {
@@ -205,3 +212,38 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 def payload(kind: str, **over: Any) -> dict[str, Any]:
     """A valid ``kind`` payload with ``over`` applied."""
     return {**DEFAULTS[kind], **over}
+
+
+class EventLog:
+    """One campaign's events in order, each a ``payload`` with seq and time as the ledger would
+    give them (the hash chain is not computed: nothing here verifies it)."""
+
+    def __init__(self, campaign: str = "c1") -> None:
+        self.campaign = campaign
+        self.events: list[LedgerEvent] = []
+
+    def add(self, kind: EventKind, **over: Any) -> EventLog:
+        """Append a ``kind`` event: its defaults with ``over`` applied."""
+        seq = len(self.events) + 1
+        event = LedgerEvent(
+            seq=seq,
+            time=T0 + seq,
+            campaign=self.campaign,
+            kind=kind,
+            payload=payload(kind, **over),
+            prev_hash="0" * 64,
+            hash="0" * 64,
+        )
+        self.events.append(event)
+        return self
+
+    def run(self, seconds: float, *, devices: int = 1, **over: Any) -> EventLog:
+        """Append the ``trial_finished`` of a run that held ``devices`` for ``seconds`` from T0."""
+        return self.add(
+            "trial_finished",
+            allocated_at=T0,
+            released_at=T0 + seconds,
+            devices=devices,
+            device_seconds=seconds * devices,
+            **over,
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,103 +15,56 @@ from gate.budget import (
     trial_charge,
     trial_finished_payload,
 )
-from gate.ledger import EventKind, Ledger, LedgerEvent
+from gate.ledger import Ledger
 from gate.models import TrialResult
-from tests.events_factory import payload
-
-T0 = 1_700_000_000.0
-
-
-class _Events:
-    """Builds one campaign's events in order, as the ledger would hand them back."""
-
-    def __init__(self) -> None:
-        self.events: list[LedgerEvent] = []
-
-    def add(self, kind: EventKind, payload: dict[str, Any]) -> _Events:
-        seq = len(self.events) + 1
-        self.events.append(
-            LedgerEvent(
-                seq=seq,
-                time=T0 + seq,
-                campaign="c1",
-                kind=kind,
-                payload=payload,
-                prev_hash="0" * 64,
-                hash="0" * 64,
-            )
-        )
-        return self
-
-    def trial(
-        self,
-        seconds: float,
-        *,
-        status: str = "ok",
-        devices: int = 1,
-        fingerprint: str = "fp",
-        interrupted: bool = False,
-    ) -> _Events:
-        return self.add(
-            "trial_finished",
-            payload(
-                "trial_finished",
-                fingerprint=fingerprint,
-                status=status,
-                allocated_at=T0,
-                released_at=T0 + seconds,
-                devices=devices,
-                device_seconds=seconds * devices,
-                interrupted=interrupted,
-            ),
-        )
+from tests.events_factory import T0, EventLog, payload
 
 
 def test_every_finished_trial_is_charged_whatever_its_status() -> None:
-    log = _Events().add("campaign_opened", {"budget_device_hours": 1.0})
+    log = EventLog().add("campaign_opened", budget_device_hours=1.0)
     for status in ["ok", "failed", "oom", "timeout", "nan"]:
-        log.trial(100, status=status, devices=2, fingerprint=status)
+        log.run(100, status=status, devices=2, fingerprint=status)
     assert spent_device_seconds(log.events) == 1000.0
 
 
 def test_only_trial_finished_events_are_charged() -> None:
     charge = {"allocated_at": T0, "released_at": T0 + 50, "devices": 4}
-    log = _Events().add("trial_started", charge).add("gate_checked", charge).trial(10)
+    log = EventLog().add("trial_started", **charge).add("gate_checked", **charge).run(10)
     assert spent_device_seconds(log.events) == 10.0
     assert spent_device_seconds([]) == 0.0
 
 
 def test_charge_is_release_minus_allocation_times_devices() -> None:
-    (event,) = _Events().trial(90, devices=8).events
+    (event,) = EventLog().run(90, devices=8).events
     assert trial_charge(event) == 720.0
 
 
 def test_forecast_is_the_median_of_ok_trials() -> None:
-    log = _Events().trial(10).trial(30).trial(20).trial(1000, status="failed", fingerprint="x")
+    log = EventLog().run(10).run(30).run(20).run(1000, status="failed", fingerprint="x")
     assert forecast_device_seconds(log.events, default=5.0) == 20.0
-    assert forecast_device_seconds(log.trial(40).events, default=5.0) == 25.0
+    assert forecast_device_seconds(log.run(40).events, default=5.0) == 25.0
 
 
 def test_forecast_falls_back_to_all_trials_then_the_default() -> None:
-    failed = _Events().trial(8, status="oom").trial(2, status="failed").trial(4, status="nan")
+    failed = EventLog().run(8, status="oom").run(2, status="failed").run(4, status="nan")
     assert forecast_device_seconds(failed.events, default=100.0) == 4.0
-    opened = _Events().add("campaign_opened", {"budget_device_hours": 1.0})
+    opened = EventLog().add("campaign_opened", budget_device_hours=1.0)
     assert forecast_device_seconds(opened.events, default=100.0) == 100.0
 
 
 def test_failed_fingerprints_are_the_non_ok_runs() -> None:
     log = (
-        _Events()
-        .trial(1, fingerprint="good")
-        .trial(1, status="oom", fingerprint="big-batch")
-        .trial(1, status="nan", fingerprint="high-lr")
-        .add("trial_started", {"fingerprint": "running"})
+        EventLog()
+        .run(1, fingerprint="good")
+        .run(1, status="oom", fingerprint="big-batch")
+        .run(1, status="nan", fingerprint="high-lr")
+        .add("trial_started", fingerprint="running")
     )
     assert failed_fingerprints(log.events) == {"big-batch", "high-lr"}
 
 
 def test_exact_rerun_of_a_failed_config_is_refused_even_with_budget_left() -> None:
-    log = _Events().trial(10, fingerprint="good").trial(10, status="oom", fingerprint="big")
+    log = EventLog().run(10, fingerprint="good").run(10, status="oom", fingerprint="big")
     refusal = check_launch(
         log.events, budget_device_seconds=1e9, fingerprint="big", forecast_device_seconds=10
     )
@@ -130,7 +82,7 @@ def test_exact_rerun_of_a_failed_config_is_refused_even_with_budget_left() -> No
 def test_an_interrupted_run_is_charged_but_says_nothing_about_its_config() -> None:
     """A run stopped on request, or whose node was lost, failed through no fault of its
     config: it is charged, and the same config may run again."""
-    log = _Events().trial(10, status="failed", fingerprint="base", interrupted=True)
+    log = EventLog().run(10, status="failed", fingerprint="base", interrupted=True)
     assert spent_device_seconds(log.events) == 10 and failed_fingerprints(log.events) == set()
     assert (
         check_launch(
@@ -141,7 +93,7 @@ def test_an_interrupted_run_is_charged_but_says_nothing_about_its_config() -> No
 
 
 def test_failed_rerun_is_reported_before_budget() -> None:
-    log = _Events().trial(100, status="timeout", fingerprint="slow")
+    log = EventLog().run(100, status="timeout", fingerprint="slow")
     refusal = check_launch(
         log.events, budget_device_seconds=100, fingerprint="slow", forecast_device_seconds=100
     )
@@ -150,7 +102,7 @@ def test_failed_rerun_is_reported_before_budget() -> None:
 
 def test_launch_over_budget_is_refused_with_the_numbers() -> None:
     # budget 0.050 h = 180 s; spent 169.2 s (0.047 h); forecast 0.012 h = 43.2 s.
-    log = _Events().trial(84.6, devices=2, status="failed", fingerprint="old")
+    log = EventLog().run(84.6, devices=2, status="failed", fingerprint="old")
     refusal = check_launch(
         log.events, budget_device_seconds=180, fingerprint="new", forecast_device_seconds=43.2
     )
@@ -159,7 +111,7 @@ def test_launch_over_budget_is_refused_with_the_numbers() -> None:
 
 
 def test_launch_that_exactly_fits_the_budget_is_allowed() -> None:
-    log = _Events().trial(100)
+    log = EventLog().run(100)
     assert (
         check_launch(
             log.events, budget_device_seconds=150, fingerprint="n", forecast_device_seconds=50
@@ -169,7 +121,7 @@ def test_launch_that_exactly_fits_the_budget_is_allowed() -> None:
 
 
 def test_overspent_campaign_reports_nothing_left() -> None:
-    log = _Events().trial(400)
+    log = EventLog().run(400)
     refusal = check_launch(
         log.events, budget_device_seconds=360, fingerprint="n", forecast_device_seconds=36
     )

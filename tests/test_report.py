@@ -53,8 +53,8 @@ class _Campaign:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger, self.clock, self.finished = ledger, T0, 0.0
 
-    def add(self, kind: EventKind, **payload: Any) -> None:
-        self.ledger.append("tune-1", kind, payload)
+    def add(self, kind: EventKind, **over: Any) -> None:
+        self.ledger.append("tune-1", kind, payload(kind, **over))
 
     def run(self, trial: str, role: str, status: str, score: float | None, secs: float) -> None:
         self.add(
@@ -67,7 +67,7 @@ class _Campaign:
             forecast_device_seconds=30.0,
             profile=False,
         )
-        self.add("trial_launched", **payload("trial_launched", trial=trial, recipe="ported-gpt"))
+        self.add("trial_launched", trial=trial, recipe="ported-gpt")
         profile = None
         if role == "profile":
             profile = ProfileBreakdown(
@@ -329,8 +329,7 @@ def test_every_surface_prints_the_same_speedup(tmp_path: Path) -> None:
     console, report.md, the plot's line, the campaign comment and /attune status all say so."""
     with Ledger(tmp_path / "ledger.db") as ledger:
         c = _Campaign(ledger)
-        opened = payload("campaign_opened", baseline="ported-gpt", recipe_text=BASELINE)
-        c.add("campaign_opened", **opened)
+        c.add("campaign_opened", baseline="ported-gpt", recipe_text=BASELINE)
         c.add("forge_ready", tuned_pr=1, tuned_branch="attune/tune-1", base_sha="00")
         for i, score in enumerate(CALIBRATION, 1):
             c.run(f"baseline-{i}", "calibration", "ok", score, 30.0)
