@@ -32,7 +32,7 @@ from tests.conftest import ROOT
 MEGATRON = str(ROOT / "examples/megatron/llama3-8b.yaml")
 TITAN = str(ROOT / "examples/torchtitan/llama3-8b.yaml")
 PINNED_TAG = "core_v0.19.0"
-"""A tag runners/megatron/pins.py pins to its commit (the version set's is not yet)."""
+"""A tag runners/megatron/pins.py pins to its commit (the version set's is pinned by content)."""
 PINNED = ["--torch", PINS.torch, "--cuda", PINS.cuda, "--megatron", PINNED_TAG]
 
 
@@ -51,24 +51,34 @@ def test_an_embedded_recipe_needs_nothing(
     assert not out.exists() and not (tmp_path / "attune-train").exists()
 
 
+@pytest.mark.parametrize(
+    ("tag", "pin"),
+    [
+        (PINNED_TAG, "core_v0.19.0-5be9626709af"),
+        (PINS.megatron_tag, "core_v0.19.2-tree40056dd05737"),
+    ],
+)
 def test_a_cached_environment_is_reused_and_handed_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tag: str, pin: str
 ) -> None:
+    """By commit or, the version set's tag (what attune init writes), by content."""
     python = training_interpreter("megatron")  # this machine's Python >= 3.12 (see below)
     monkeypatch.setenv(INTERPRETER_VAR, python)
     request = TrainEnvRequest(
         torch=PINS.torch,
         cuda=PINS.cuda,
-        megatron=PINNED_TAG,
+        megatron=tag,
         transformer_engine=TRANSFORMER_ENGINE,
     )
     key = cache_key("megatron", request, interpreter_version(python))
+    assert key.startswith(f"megatron-{pin}")  # what the checkout was verified against
     folder = tmp_path / "attune-train" / key
     folder.mkdir(parents=True)
     (folder / READY).write_text("")  # built by an earlier job on this runner
     out = tmp_path / "github_env"
+    args = ["--torch", PINS.torch, "--cuda", PINS.cuda, "--megatron", tag]
     assert (
-        main(["train-env", MEGATRON, *PINNED, "--cache", str(tmp_path), "--github-env", str(out)])
+        main(["train-env", MEGATRON, *args, "--cache", str(tmp_path), "--github-env", str(out)])
         == 0
     )
     assert out.read_text().splitlines() == [

@@ -6,9 +6,10 @@ training runs in: that one needs a CUDA build of torch and the framework at the 
 training repository pins in its ``attune-bench.yml``. It is built once per (framework, version,
 torch, CUDA) in the runner's tool cache and reused; what it makes is handed to the next steps
 as runner settings (``ATTUNE_TRAIN_PYTHON``, ``ATTUNE_MEGATRON_PATH``) through ``$GITHUB_ENV``.
-Megatron-LM is fetched first and pinned by commit: the checkout must be the commit its tag is
-pinned to (or the commit given) before anything of it is installed
-(``bot.commands.megatron_checkout``).
+Megatron-LM is fetched first and pinned by commit or by content: the checkout must be the commit
+its tag is pinned to (or the commit given), or, for a tag pinned by content only, its
+``megatron/core`` and ``megatron/training`` Python files must be the released wheel's, before
+anything of it is installed (``bot.commands.megatron_checkout``).
 
 A runner whose administrator provides the environment sets ``ATTUNE_TRAIN_PYTHON`` (and
 ``ATTUNE_MEGATRON_PATH``) in the runner's own environment; nothing is built then.
@@ -44,8 +45,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from bot.commands.megatron_checkout import (
-    COMMIT,
     checkout_megatron,
+    pin_name,
     pinned_commit,
     release_of,
 )
@@ -73,8 +74,9 @@ class TrainEnvRequest(BaseModel):
     torch: str = ""
     cuda: str = ""
     megatron: str = ""
-    """A Megatron-LM tag ``runners.megatron.pins.MEGATRON_COMMITS`` pins to a commit
-    (``core_v0.19.0``), or a full 40-hex commit."""
+    """A Megatron-LM tag ``runners.megatron.pins`` pins to a commit (``core_v0.19.0``,
+    ``MEGATRON_COMMITS``) or to its released files (``core_v0.19.2``, ``MEGATRON_TREE_DIGESTS``),
+    or a full 40-hex commit."""
     torchtitan: str = ""
     transformer_engine: str = ""
     """Megatron-LM: the Transformer Engine version; it must be the recipe's declared
@@ -135,7 +137,7 @@ def _check(req: TrainEnvRequest, framework: str) -> None:
             + " (set them in attune-bench.yml, or ATTUNE_TRAIN_PYTHON on the runner)"
         )
     if framework == "megatron":
-        pinned_commit(req.megatron)  # a tag attune has no commit for: refused here
+        pinned_commit(req.megatron)  # a tag attune pins by neither commit nor content: refused
     version = release_of(req.megatron) if framework == "megatron" else req.torchtitan
     incompatible = torch_problem(framework, version, req.torch)
     if incompatible:
@@ -150,9 +152,8 @@ def cache_key(framework: str, req: TrainEnvRequest, version: tuple[int, int] | N
     """The cache folder's name: everything the build pins (the interpreter's minor version
     too, when known)."""
     pinned = req.torchtitan
-    if framework == "megatron":  # the commit too: a build from an unverified checkout is not reused
-        commit = pinned_commit(req.megatron)
-        pinned = req.megatron if COMMIT.match(req.megatron) else f"{req.megatron}-{commit[:12]}"
+    if framework == "megatron":  # the pin too: a build from an unverified checkout is not reused
+        pinned = pin_name(req.megatron)
     te = f"-te{req.transformer_engine}" if req.transformer_engine else ""
     py = f"-py{version[0]}.{version[1]}" if version else ""
     key = f"{framework}-{pinned}-torch{req.torch}-{req.cuda}{te}{py}"
