@@ -9,11 +9,16 @@ stops when the budget cannot cover another trial or when every lever it knows is
 listing why for each.
 
 Every move's expected gain is the campaign's calibrated step-time model's
-(``Probe.predicted_gain_pct``, ``bot/campaign/predictions.py``), never a constant: the
-measured bottleneck's moves first, each group ordered by predicted gain per device-hour, and
-a move predicted slower than the incumbent by more than the model's error band is pruned
-before launch (named in the hypothesis of the proposal that goes instead, or in the stop's
-evidence).
+(``Probe.predicted_gain_pct``, ``bot/campaign/predictions.py``), never a constant: the moves
+it predicts faster beyond the noise threshold plus its band first, then the measured
+bottleneck's other moves, each group ordered by predicted gain per device-hour, and a move predicted
+slower than the incumbent by more than the model's error band is pruned before launch (named
+in the hypothesis of the proposal that goes instead, or in the stop's evidence). On a GPU
+framework the model may name the bottleneck instead of a profile run (its breakdown of the
+incumbent's step), when it predicts a move beyond the noise; else the agent asks for a
+profile. The catalogue steps tensor parallelism down by any power of two (8 -> 1 in one move
+when the model predicts that best) and moves Megatron-LM's recompute with its method and
+layer count, one declared coupled move.
 
 With the experience bank (``AgentView.lessons``: accepted lessons whose scope matches the
 campaign), a move an ``effect: faster`` lesson backs goes first, by its measured gain, and a move
@@ -31,7 +36,14 @@ from bot.agents.levers.directions import blocked_directions, direction
 from bot.agents.levers.gpu_moves import megatron_moves, torchtitan_moves
 from bot.agents.levers.layout_space import budget_stop
 from bot.agents.levers.moves import Move, MoveCatalogue, embedded_moves
-from bot.agents.levers.predicted import SAVERS, prediction_text, slower_beyond_band
+from bot.agents.levers.predicted import (
+    MODEL_NAMES_THE_BOTTLENECK,
+    SAVERS,
+    beyond_noise,
+    predicted_bottleneck,
+    prediction_text,
+    slower_beyond_band,
+)
 from bot.interfaces import (
     AgentView,
     HistoryItem,
@@ -68,11 +80,16 @@ class RulesAgent:
         stop = budget_stop(view)
         if stop is not None:
             return stop
-        if view.profile is None:
-            return ProfileRequest(
-                reason=f"no profile of the incumbent ({view.incumbent}): the bottleneck is unclear"
-            )
-        neck = bottleneck(view)
+        unclear = f"no profile of the incumbent ({view.incumbent}): the bottleneck is unclear"
+        if view.profile is not None:
+            neck, named = bottleneck(view), ""
+            share = getattr(view.profile, neck)
+        else:  # the calibrated model may name it, if it also predicts a move beyond the noise
+            here = probe_of({}) if view.framework in MODEL_NAMES_THE_BOTTLENECK else None
+            found = predicted_bottleneck(view.model, here.effective if here else None)
+            if found is None:
+                return ProfileRequest(reason=unclear)
+            (neck, share), named = found, " by the calibrated step-time model (no profile run)"
         make = MOVES.get(view.framework)
         if make is None:
             return Stop(reason="exhausted", evidence=[f"no rules for {view.framework}"])
@@ -98,17 +115,24 @@ class RulesAgent:
                 return None
             return p.predicted_gain_pct / max(p.predicted_trial_device_s or 1.0, 1e-9)
 
-        # moves a lesson backs first (by its measured gain), then the measured bottleneck's
-        # moves (the profile is a measurement the prior does not see), each group by the
-        # calibrated model's predicted gain per device-hour, moves it cannot predict last
+        def clear(m: Move) -> bool:
+            return beyond_noise(probe(m), view.threshold)
+
+        # moves a lesson backs first (by its measured gain), then those the calibrated model
+        # predicts beyond the noise and its band (a profile says where time goes, not what a
+        # move gains), then the bottleneck's moves (a measurement the prior does not see), each
+        # group by predicted gain per device-hour, moves the model cannot predict last
         moves.sort(
             key=lambda m: (
                 -backed(m),
-                neck not in m.bottlenecks,
+                not clear(m),
+                not clear(m) and neck not in m.bottlenecks,
                 rate(m) is None,
                 -(rate(m) or 0.0),
             )
         )
+        if view.profile is None and not any(clear(m) for m in moves):
+            return ProfileRequest(reason=unclear + " (no move predicted beyond the noise)")
         blocked = blocked_directions(view.history)
         lost = {
             (k, repr(new)): item
@@ -149,11 +173,7 @@ class RulesAgent:
             if pruned_first is None:
                 pruned_first = self._pruned(moves, probe)
                 pruned += [x for x in pruned_first if x not in pruned]
-            mechanism = (
-                f"{neck} is {getattr(view.profile, neck):.0%} of the step; "
-                + onward
-                + move.mechanism
-            )
+            mechanism = f"{neck} is {share:.0%} of the step{named}; " + onward + move.mechanism
             expected = p.predicted_gain_pct
             if expected is not None:
                 mechanism += f". The calibrated step-time model: {prediction_text(p)}"
@@ -255,6 +275,7 @@ class RulesAgent:
         tried: set[str],
         view: AgentView,
     ) -> str | None:
+        closed = {id(lost.get((k, repr(new)))) for k, new in move.changes.items()}
         for key, new in move.changes.items():
             if key not in view.layout_sources:
                 return "not a layout key in the registry"
@@ -262,7 +283,7 @@ class RulesAgent:
             if trial:
                 return f"{trial} failed moving {key} this way; backing off"
             item = lost.get((key, repr(new)))
-            if item is not None:
+            if item is not None and len(closed) == 1:  # a coupled move: all its keys closed
                 return f"already tried in {item.trial}: {item.reason}"
         if probe is None:
             return "the framework's validation rejects it"

@@ -20,6 +20,22 @@ def _flag_on(v: dict[str, Any], key: str, why: str, necks: tuple[str, ...]) -> l
     return [Move({key: True}, necks, why)] if v.get(key) is False else []
 
 
+def _recompute(v: dict[str, Any], granularity: str | None, why: str) -> Move:
+    """Megatron-LM's recompute to ``granularity`` (None: off): its validation refuses a recompute
+    method beside selective recompute or none, so method and layer count are cleared with it,
+    as one declared coupled move when more than the granularity changes."""
+    target = {
+        "recompute_granularity": granularity,
+        "recompute_method": None,
+        "recompute_num_layers": None,
+    }
+    changes = {k: x for k, x in target.items() if v.get(k) != x}
+    if len(changes) > 1:
+        why += "; Megatron-LM refuses a recompute method beside it, so the method and layer count "
+        why += "are cleared with the granularity, one declared coupled move"
+    return Move(changes, ("compute",), why, coupled=len(changes) > 1)
+
+
 def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
     """Moves for a Megatron-LM incumbent (effective values ``v``: argparse dests)."""
     tp, pp = int(v["tensor_model_parallel_size"]), int(v["pipeline_model_parallel_size"])
@@ -59,6 +75,19 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 "data-parallel degree, whose gradient reduction happens once per step",
             )
         )
+        smaller = tp // 4
+        while smaller >= 1:  # the whole way in one move, when the model predicts it pays more
+            moves.append(
+                Move(
+                    {"tensor_model_parallel_size": smaller},
+                    ("communication",),
+                    f"tensor parallelism {tp} all-reduces activations twice per layer on every "
+                    f"micro-batch; TP {smaller} cuts that traffic {tp // smaller}-fold and "
+                    f"multiplies the data-parallel degree by {tp // smaller}, whose gradient "
+                    "reduction happens once per step",
+                )
+            )
+            smaller //= 2
         if not v.get("sequence_parallel"):
             moves += _flag_on(
                 v,
@@ -115,18 +144,26 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
     granularity = v.get("recompute_granularity")
     if granularity == "full":
         moves.append(
-            Move(
-                {"recompute_granularity": "selective"},
-                ("compute",),
+            _recompute(
+                v,
+                "selective",
                 "full recompute reruns every layer's forward in backward; selective recompute "
                 "reruns only the attention core, whose activations are the largest",
             )
         )
+        moves.append(
+            _recompute(
+                v,
+                None,
+                "full recompute reruns every layer's forward in backward; storing every "
+                "activation removes that work where memory allows",
+            )
+        )
     elif granularity == "selective":
         moves.append(
-            Move(
-                {"recompute_granularity": None},
-                ("compute",),
+            _recompute(
+                v,
+                None,
                 "selective recompute reruns attention in backward; storing its activations "
                 "removes that work where memory allows",
             )

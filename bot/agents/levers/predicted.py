@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.probe import Probe
+from bot.probe import ModelView, Probe
+from gate.errors import AttuneError
+from gate.models import EffectiveConfig
+from perfmodel import predict_step
+from perfmodel.hardware import part
 
 SAVERS: dict[str, list[dict[str, Any]]] = {
     "megatron": [
@@ -18,6 +22,48 @@ SAVERS: dict[str, list[dict[str, Any]]] = {
 """Memory savers a memory-hungry move may be paired with, cheapest in time first: Megatron's
 selective recompute (attention core only) before the sharded optimizer before full recompute;
 the embedded workload's activation checkpointing."""
+
+
+MODEL_NAMES_THE_BOTTLENECK = ("megatron", "torchtitan")
+"""Frameworks whose incumbent's bottleneck the calibrated model may name instead of a profile
+run, when it predicts a move beyond the noise: the GPU step-time model is checked against
+published runs (docs/perf-model.md); the embedded CPU workload keeps its profile."""
+SHARES = {
+    "compute": ("compute", "optimizer", "other"),
+    "communication": ("tp", "cp", "ep", "pp_p2p", "dp"),
+    "idle": ("bubble",),
+}
+"""The profile's bottlenecks, as sums of the step-time model's components."""
+
+
+def beyond_noise(probe: Probe | None, threshold: float) -> bool:
+    """The calibrated model predicts the move faster than the incumbent by more than the noise
+    threshold (a fraction) plus its band: a gain a measurement can tell from the noise."""
+    if probe is None or probe.predicted_gain_pct is None:
+        return False
+    return probe.predicted_gain_pct > 100 * threshold + (probe.band_pct or 0.0)
+
+
+def predicted_bottleneck(
+    model: ModelView | None, effective: EffectiveConfig | None
+) -> tuple[str, float] | None:
+    """The largest share of the incumbent's step by the calibrated model's breakdown (compute,
+    communication or idle: the pipeline bubble), and the share; None without a prediction."""
+    if model is None or effective is None:
+        return None
+    try:
+        prior = predict_step(
+            effective, part(model.hardware), device_memory_gib=model.device_memory_gib
+        )
+    except (AttuneError, KeyError, ValueError, TypeError, ZeroDivisionError):
+        return None
+    b = model.calibration.apply(prior).breakdown
+    shares = {k: sum(b.get(c, 0.0) for c in comps) for k, comps in SHARES.items()}
+    total = sum(shares.values())
+    if total <= 0:
+        return None
+    neck = max(shares, key=lambda k: shares[k])
+    return neck, shares[neck] / total
 
 
 def slower_beyond_band(probe: Probe) -> bool:

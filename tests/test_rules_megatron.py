@@ -1,0 +1,174 @@
+"""The rules agent on a Megatron-LM recipe (the simulated benchmark's ported Llama-3 8B: TP 8,
+full recompute): tensor parallelism may step down by any power of two, recompute moves with
+its method and layer count as one declared coupled move that Megatron-LM accepts, the moves
+the calibrated model predicts beyond the noise go first, and the model names the bottleneck
+instead of a profile run only when it predicts such a move."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.agents.levers.gpu_moves import megatron_moves
+from bot.agents.levers.moves import Move
+from bot.agents.rules import RulesAgent
+from bot.campaign.recipe_edit import apply_changes
+from bot.interfaces import AgentView, HistoryItem, ModelView, Probe, ProfileRequest, Proposal
+from gate.models import EffectiveConfig
+from gate.recipe import load_recipe, parse_recipe
+from gate.registry import load_registry
+from perfmodel import predict_step
+from perfmodel.calibration import Calibration, move_fields
+from runners.adapters import get_adapter
+from runners.megatron.adapter import MegatronAdapter
+
+RECIPE = Path(__file__).resolve().parent.parent / "benchmarks/recipes/sim/llama3-8b-ported.yaml"
+PART = "h100-sxm"
+SELECTIVE_ALONE = {"recompute_granularity": "selective"}
+Resolved = dict[str, EffectiveConfig | Exception]
+
+
+def _key(changes: dict[str, Any]) -> str:
+    return json.dumps(changes, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def resolved() -> tuple[EffectiveConfig, list[Move], Resolved]:
+    """The baseline, its catalogue, and every move of it (and the old one-key recompute move)
+    resolved by Megatron-LM's own validation, in one resolver process."""
+    adapter = get_adapter("megatron", path=str(RECIPE))
+    assert isinstance(adapter, MegatronAdapter)  # resolves a batch in one worker
+    base = adapter.resolve(load_recipe(RECIPE))
+    moves = megatron_moves(dict(base.values), 8)
+    sets = [{}, SELECTIVE_ALONE, *(m.changes for m in moves)]
+    text = RECIPE.read_text()
+    outcomes = adapter.resolve_each(
+        [parse_recipe(apply_changes(text, c), path="x.yaml") for c in sets]
+    )
+    return base, moves, {_key(c): o for c, o in zip(sets, outcomes, strict=True)}
+
+
+def test_the_catalogue_steps_tp_down_by_any_power_and_couples_recompute(
+    resolved: tuple[EffectiveConfig, list[Move], Resolved],
+) -> None:
+    _, moves, outcomes = resolved
+    tp = [
+        m.changes["tensor_model_parallel_size"]
+        for m in moves
+        if "tensor_model_parallel_size" in m.changes
+    ]
+    assert tp == [4, 2, 1]
+    recompute = [m for m in moves if "recompute_granularity" in m.changes]
+    assert [m.changes for m in recompute] == [
+        {"recompute_granularity": g, "recompute_method": None, "recompute_num_layers": None}
+        for g in ("selective", None)
+    ]
+    assert all(m.coupled and "one declared coupled move" in m.mechanism for m in recompute)
+    # Megatron-LM refuses selective recompute beside a recompute method; the coupled move passes
+    assert isinstance(outcomes[_key(SELECTIVE_ALONE)], Exception)
+    for m in recompute + [m for m in moves if "tensor_model_parallel_size" in m.changes]:
+        assert isinstance(outcomes[_key(m.changes)], EffectiveConfig), m.changes
+
+
+def _view(base: EffectiveConfig, threshold: float = 0.03, framework: str = "megatron") -> AgentView:
+    registry = load_registry("megatron", "0.19.2")
+    return AgentView(
+        framework=framework,
+        incumbent="baseline",
+        incumbent_values=base.values,
+        profile=None,
+        history=[],
+        layout_sources={
+            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
+        },
+        threshold=threshold,
+        budget_left_s=1e7,
+        forecast_s=2000.0,
+        cores=8,
+        model=ModelView(hardware=PART, calibration=Calibration()),
+    )
+
+
+def _decide(
+    resolved: tuple[EffectiveConfig, list[Move], Resolved],
+    *,
+    threshold: float = 0.03,
+    framework: str = "megatron",
+) -> tuple[Any, dict[str, Probe]]:
+    base, _, outcomes = resolved
+    view = _view(base, threshold, framework)
+    before = predict_step(base, PART)
+    probes: dict[str, Probe] = {}
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        found = outcomes.get(_key(changes))
+        if not isinstance(found, EffectiveConfig):
+            return None
+        fields = move_fields(before, predict_step(found, PART), Calibration(), steps=8)
+        probes[_key(changes)] = Probe(fingerprint=found.fingerprint(), effective=found, **fields)
+        return probes[_key(changes)]
+
+    return RulesAgent().decide(view, probe_of, {base.fingerprint()}), probes
+
+
+def test_the_model_names_the_bottleneck_and_its_best_move_goes_first(
+    resolved: tuple[EffectiveConfig, list[Move], Resolved],
+) -> None:
+    out, probes = _decide(resolved)
+    assert isinstance(out, Proposal), out
+    assert "by the calibrated step-time model (no profile run)" in out.mechanism
+    clear = {
+        k: p
+        for k, p in probes.items()
+        if k != _key({}) and (p.predicted_gain_pct or 0) > 3.0 + (p.band_pct or 0)
+    }
+    assert clear  # the model predicts moves beyond the noise here, ...
+
+    def rate(p: Probe) -> float:
+        return (p.predicted_gain_pct or 0) / (p.predicted_trial_device_s or 1)
+
+    best = max(clear, key=lambda k: rate(clear[k]))  # ... and the best per device-hour goes
+    assert _key({k: new for k, (_, new) in out.changes.items()}) == best
+    assert out.expected_gain_pct == pytest.approx(clear[best].predicted_gain_pct)
+    assert out.coupled == (len(out.changes) > 1)
+    assert all(s != "-" for s in out.sources)
+
+
+def test_a_profile_when_no_move_is_predicted_beyond_the_noise(
+    resolved: tuple[EffectiveConfig, list[Move], Resolved],
+) -> None:
+    out, _ = _decide(resolved, threshold=5.0)  # a 500% noise bar: nothing is clear
+    assert isinstance(out, ProfileRequest)
+    assert "no move predicted beyond the noise" in out.reason
+    out, _ = _decide(resolved, framework="embedded")  # the CPU workload keeps its profile
+    assert isinstance(out, ProfileRequest) and "bottleneck is unclear" in out.reason
+
+
+def test_a_closed_coupled_move_rules_out_itself_only(
+    resolved: tuple[EffectiveConfig, list[Move], Resolved],
+) -> None:
+    """Selective recompute (granularity, method and layers) closed: full -> none, which clears
+    the method and layers too, is not "already tried"; selective recompute itself is."""
+    base, moves, _ = resolved
+    selective, off = (m for m in moves if "recompute_granularity" in m.changes)
+    item = HistoryItem(
+        trial="c1",
+        changes={k: (base.values[k], v) for k, v in selective.changes.items()},
+        decision="close",
+        reason="+1.0%: within the noise",
+        gain=0.01,
+        status="ok",
+    )
+    lost = {(k, repr(new)): item for k, (_, new) in item.changes.items()}
+    view = _view(base)
+
+    def why(move: Move) -> str | None:
+        old = {k: base.values[k] for k in move.changes}
+        probe = Probe(fingerprint="new")
+        return RulesAgent._ruled_out(move, old, {}, lost, probe, set(), view)
+
+    assert why(off) is None
+    assert why(selective) == "already tried in c1: +1.0%: within the noise"
