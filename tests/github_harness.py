@@ -20,6 +20,7 @@ import uvicorn
 import yaml
 from github import Auth, Github
 
+from bot.checks import GATE_CHECK
 from bot.github.app import create_app
 from bot.github.client import installation_clients
 from bot.github.http_limits import uvicorn_config
@@ -222,7 +223,7 @@ class ActionsPlayer:
             conclusion = "success" if proc.returncode == 0 else "failure"
             run = self.fake.create_run("attune-gate.yml", pull.head_sha, event="pull_request")
             self.fake.start_run(run.id)
-            self.fake.job_check_run(run.id, "attune/gate", conclusion, proc.stdout or proc.stderr)
+            self.fake.job_check_run(run.id, GATE_CHECK, conclusion, proc.stdout or proc.stderr)
             self.fake.complete_run(run.id, conclusion)
 
     def _bench_run(self, dispatch: Any) -> tuple[dict[str, str], str, str]:
@@ -282,7 +283,7 @@ class ActionsPlayer:
                 "--workdir",
                 str(work / "bench"),
             )
-            artifacts = {}
+            artifacts: dict[str, bytes | dict[str, bytes]] = {}
             if out.exists():
                 artifacts[artifact] = {member: out.read_bytes()}
             conclusion = "success" if proc.returncode == 0 else "failure"

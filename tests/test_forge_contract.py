@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from github import Auth, Github
 
+from bot.checks import BASELINE_GATE_CHECK, GATE_CHECK
 from bot.forges.github import GitHubForge
 from bot.forges.local import LocalForge
 from bot.github.client import RepoClient
@@ -152,11 +153,20 @@ def test_close_is_idempotent_and_a_closed_candidate_cannot_be_merged(world: Worl
 
 def test_a_check_is_added_then_replaced(world: World) -> None:
     pr = candidate(world)
-    name = "attune/baseline-gate"
+    name = BASELINE_GATE_CHECK
     world.forge.set_check(pr.number, CheckResult(name=name, conclusion="failure", summary="a"))
     world.forge.set_check(pr.number, CheckResult(name=name, conclusion="success", summary="b"))
     checks = [c for c in world.forge.get(pr.number).checks if c.name == name]
     assert [(c.conclusion, c.summary) for c in checks] == [("success", "b")]
+
+
+def test_a_check_keeps_the_name_it_was_given(world: World) -> None:
+    """The caller names the check (``bot.checks``): no forge renames one, the gate's included."""
+    pr = candidate(world)
+    for name in (GATE_CHECK, BASELINE_GATE_CHECK):
+        world.forge.set_check(pr.number, CheckResult(name=name, conclusion="success", summary=""))
+    names = [c.name for c in world.forge.get(pr.number).checks]
+    assert sorted(names) == sorted([GATE_CHECK, BASELINE_GATE_CHECK])
 
 
 def test_a_marked_comment_is_edited_in_place(world: World) -> None:

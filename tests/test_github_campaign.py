@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.checks import BASELINE_GATE_CHECK, GATE_CHECK
 from bot.state.fold import fold
 from gate.ledger import Ledger
 from tests.fakegithub import FakeGitHub
@@ -83,8 +84,8 @@ def test_a_comment_runs_a_campaign_end_to_end(tmp_path: Path) -> None:
             assert {"attune", "attune:candidate"} <= set(pull.labels)
             assert pull.state == "closed"
             checks = {c.name: c.conclusion for c in fake.check_runs(pull.number)}
-            assert checks.get("attune/gate") in ("success", "failure")  # the workflow's
-            assert checks.get("attune/baseline-gate") in ("success", "failure")  # the bot's
+            assert checks[GATE_CHECK] in ("success", "failure")  # the workflow's
+            assert checks[BASELINE_GATE_CHECK] in ("success", "failure")  # the bot's
             costs = [c for c in fake.comments(pull.number) if "<!-- attune:cost -->" in c.body]
             assert len(costs) == 1
             assert "Hypothesis" in pull.body and "Bottleneck" in pull.body

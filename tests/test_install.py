@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.checks import GATE_CHECK
 from bot.cli import main
 from bot.commands import init as init_command
 from tests.conftest import SMALL_CONFIG
@@ -99,7 +100,7 @@ def test_init_writes_the_workflows_and_config_pinned_to_the_ref(
     gate = yaml.safe_load(files[".github/workflows/attune-gate.yml"])
     assert gate["name"] == "attune-gate"
     assert gate[True] == {"pull_request": {"types": ["opened", "synchronize", "reopened"]}}
-    assert gate["jobs"]["gate"]["name"] == "attune/gate"
+    assert gate["jobs"]["gate"]["name"] == GATE_CHECK  # the check the executor waits for
 
 
 def test_init_again_is_a_no_op_and_a_differing_file_needs_force(
@@ -402,6 +403,7 @@ class Runner:
 
     def step(self, name: str) -> dict[str, Any]:
         (found,) = [s for s in self.doc["runs"]["steps"] if s.get("name") == name]
+        assert isinstance(found, dict)
         return found
 
 
@@ -697,8 +699,8 @@ def test_the_bench_refuses_a_commit_that_is_not_a_branch_head(tmp_path: Path) ->
         assert f"{sha} is not the head of a branch of octo/models: refused" in ran[-1].stdout
         assert not (runner.temp / "attune-bench").exists()  # nothing fetched
     branch_step = runner.step("Refuse a commit that is not the head of a branch of this repository")
-    ran = runner.run(branch_step, {**GOOD_BENCH, "sha": server.head})
-    assert ran.rc == 0 and "refs/heads/main" in ran.stdout
+    head = runner.run(branch_step, {**GOOD_BENCH, "sha": server.head})
+    assert head.rc == 0 and "refs/heads/main" in head.stdout
 
 
 @pytest.mark.parametrize(

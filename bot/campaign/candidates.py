@@ -9,6 +9,7 @@ from bot.campaign.context import CampaignContext
 from bot.campaign.extra_runs import remeasure
 from bot.campaign.judgement import judge_finished
 from bot.campaign.recipe_edit import apply_changes
+from bot.checks import BASELINE_GATE_CHECK, GATE_CHECK
 from bot.interfaces import CheckResult, Proposal
 from bot.state.model import CampaignState, TrialRecord
 from gate.errors import AttuneError
@@ -123,10 +124,13 @@ def advance(ctx: CampaignContext, trial: str) -> None:
         return
     if record.gate_verdict is None:
         _, report = ctx.executor.gate(trial, recipe, baseline=ctx.baseline_effective(state))
+        # On GitHub the gate workflow posts GATE_CHECK: the campaign's own verdict (against the
+        # original baseline) is a check of its own. A local forge runs no workflow.
+        own = BASELINE_GATE_CHECK if params.repo is not None else GATE_CHECK
         ctx.forge.set_check(
             record.pr,
             CheckResult(
-                name="attune/gate",
+                name=own,
                 conclusion="failure" if report.verdict == "reject" else "success",
                 summary=render.gate_summary(report),
             ),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from bot.checks import GATE_CHECK
 from bot.commands.init_ref import check_ref, check_repo
 from bot.render.words import count
 from gate.errors import AttuneError
@@ -191,7 +192,7 @@ def init(
     say(
         f"pinned {repo} {commit}, training with torch {PINS.torch} {PINS.cuda}, Megatron-LM "
         f"{PINS.megatron_tag}, torchtitan {PINS.torchtitan}: commit these files to the default "
-        "branch and require the check attune/gate (docs/github-app.md, 'Installing attune into "
+        f"branch and require the check {GATE_CHECK} (docs/github-app.md, 'Installing attune into "
         "a training repository')"
     )
     return 0

@@ -25,10 +25,6 @@ from bot.interfaces import (
     split_marker,
 )
 
-BASELINE_GATE_CHECK = "attune/baseline-gate"
-"""The campaign's own gate verdict (candidate vs the ORIGINAL baseline). ``attune/gate`` is
-the workflow's check (candidate vs its base branch); the two names never collide."""
-
 
 class GitHubForge:
     """Pull requests, checks, comments and merges of one repository."""
@@ -132,12 +128,10 @@ class GitHubForge:
         return self.get(number)
 
     def set_check(self, number: int, check: CheckResult) -> None:
-        """A check run on the pull request's head; ``attune/gate`` is the workflow's, so the
-        campaign's own verdict is posted as ``attune/baseline-gate``."""
-        name = BASELINE_GATE_CHECK if check.name == "attune/gate" else check.name
+        """A check run named ``check.name`` on the pull request's head (``bot.checks``)."""
         sha = self._pull(number).head_sha
         summary = public(check.summary)
-        self.client.post_check(name, sha, conclusion=check.conclusion, summary=summary)
+        self.client.post_check(check.name, sha, conclusion=check.conclusion, summary=summary)
 
     def merge(self, number: int, *, expected_base_sha: str, expected_head_sha: str) -> str:
         """The squash merge names the benchmarked head: GitHub answers 409 if it moved."""

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.campaign.executor import LocalExecutor
+from bot.checks import GATE_CHECK
 from bot.github.client import RepoClient
 from bot.github.pins import Pins, pins_of, verify_pins
 from bot.github.records import CheckRun, WorkflowRun
@@ -31,8 +32,6 @@ from runners.local import RunHandle
 
 BENCH_WORKFLOW = "attune-bench.yml"
 GATE_WORKFLOW = "attune-gate.yml"
-GATE_CHECK = "attune/gate"
-"""The check run attune-gate.yml posts on a candidate's head."""
 ACTIONS_APP = "github-actions"
 """The app every workflow job's check run belongs to. A check run of the same name posted by
 anyone else (another App, a token with checks: write) is not the gate."""
@@ -98,7 +97,7 @@ class ActionsExecutor(LocalExecutor):
         first = next((ln for ln in summary.splitlines() if ln.strip()), conclusion)
         refusal = LaunchRefusal(
             reason="gate_check",
-            message=f"the attune/gate check on {sha[:7]} is {conclusion}: {first}",
+            message=f"the {GATE_CHECK} check on {sha[:7]} is {conclusion}: {first}",
         )
         self.ledger.append(
             self.campaign,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bot.checks import GATE_CHECK
 from bot.render.text import llm_line, shown_value
 from bot.report.predictions import error_summary, prediction_rows
 from bot.state.model import CampaignState
@@ -33,7 +34,7 @@ CANDIDATE_BODY = """\
 |---|---|---|
 {rows}
 
-Campaign `{campaign}`, trial `{trial}`. The pre-launch gate runs as the `attune/gate` check;
+Campaign `{campaign}`, trial `{trial}`. The pre-launch gate runs as the `{gate_check}` check;
 the benchmark and the post-launch gate follow only if it passes.
 """
 
@@ -106,6 +107,7 @@ def candidate_body(
         rows=rows,
         campaign=campaign,
         trial=proposal.trial,
+        gate_check=GATE_CHECK,
     )
 
 
