@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import TrialState
 
 from benchmarks.sim_space import Layout, Space, changes, layout_of
@@ -130,7 +130,9 @@ class SpaceTPEAgent(SpaceAgent):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler = optuna.samplers.TPESampler(seed=mixed, n_startup_trials=N_STARTUP)
         study = optuna.create_study(direction="maximize", sampler=sampler)
-        dists = {k: CategoricalDistribution(list(v)) for k, v in self.space.levers.items()}
+        dists: dict[str, BaseDistribution] = {
+            k: CategoricalDistribution(list(v)) for k, v in self.space.levers.items()
+        }
         known = {_key(layout_of(dict(view.incumbent_values), self.levers)): 0.0}
         for layout, relative, failed in self.past(view):
             if any(layout[k] not in v for k, v in self.space.levers.items()):

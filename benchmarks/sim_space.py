@@ -20,7 +20,7 @@ from bot.campaign.recipe_edit import apply_changes
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 from gate.recipe import load_recipe, parse_recipe
-from runners.adapters import get_adapter
+from runners.megatron.adapter import MegatronAdapter
 from runners.sim.backend import recipe_hardware
 from runners.sim.truth import SimParams, TrueLayout, true_layout
 
@@ -148,7 +148,7 @@ class Truth:
         self.space, self.params = space, params
         base = load_recipe(space.recipe)
         self.hardware, self.memory_gib = recipe_hardware(base)
-        self.adapter = get_adapter("megatron", path=str(space.recipe))
+        self.adapter = MegatronAdapter()
         self._by_text: dict[str, TrueLayout | None] = {}
 
     def of(self, effective: EffectiveConfig) -> TrueLayout:

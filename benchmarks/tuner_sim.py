@@ -252,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown space {s!r} (known: {', '.join(SPACES)})")
     out = args.out or Path("runs") / time.strftime("tuner-sim-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    say = lambda line: print(line, flush=True)  # noqa: E731
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
     sections: list[str] = []
     summary: dict[str, Any] = {}
     runs = [(s, args.spread) for s in spaces]

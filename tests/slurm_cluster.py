@@ -274,7 +274,7 @@ class SlurmCluster:
     def show_job(self, job_id: int) -> dict[str, str]:
         """``scontrol show job -o``: Slurm's own view, field by field."""
         line = self.run("scontrol", "show", "job", "-o", str(job_id)).strip()
-        fields = {}
+        fields: dict[str, str] = {}
         for item in line.split():
             key, _, value = item.partition("=")
             fields.setdefault(key, value)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -22,12 +21,11 @@ from runners.backends import make_backend, simulation_params
 from runners.bench import run_bench
 from runners.sim.backend import RUN_FILE, SimBackend, recipe_hardware
 from runners.sim.truth import SimParams, log_deviation, true_layout
+from tests.test_layering import import_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 MEGATRON = ROOT / "examples" / "megatron" / "llama3-8b.yaml"
 TITAN = ROOT / "examples" / "torchtitan" / "llama3-8b.yaml"
-sys.path.insert(0, str(ROOT / "tests"))
-from test_layering import import_graph  # noqa: E402
 
 
 def _variant(tmp_path: Path, source: Path, old: str, new: str) -> Path:
@@ -86,7 +84,7 @@ def test_a_megatron_run_is_parsed_checked_and_charged_on_the_simulated_clock(
     # the profile's traces read by the real GPU profile rules
     assert result.profile is not None and result.profile.compute > 0.5
     assert result.profile.ranks is not None and len(result.profile.ranks) == 8
-    assert "SIMULATED" in Path(result.log_path).read_text()
+    assert result.log_path is not None and "SIMULATED" in Path(result.log_path).read_text()
 
 
 def test_runs_of_one_layout_differ_by_noise_and_the_same_run_repeats(tmp_path: Path) -> None:

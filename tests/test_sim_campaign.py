@@ -13,7 +13,7 @@ import pytest
 from bot.cli import main
 from bot.forges.local import LocalForge
 from bot.state.fold import fold
-from gate.ledger import Ledger
+from gate.ledger import Ledger, LedgerEvent
 
 pytestmark = pytest.mark.slow  # real training runs or whole campaigns
 
@@ -30,7 +30,7 @@ EXAMPLES = [
 ]
 
 
-def _campaign(work: Path) -> tuple[list, object]:
+def _campaign(work: Path) -> tuple[list[LedgerEvent], object]:
     with Ledger(work / "ledger.db") as ledger:
         events = ledger.events()
     return events, fold(events[0].campaign, events)

@@ -414,7 +414,7 @@ def test_without_slurm_the_tests_fail_saying_how_to_install_it(
     from tests import slurm_cluster
 
     monkeypatch.setattr(slurm_cluster, "_missing", lambda: ["slurmctld", "slurmrestd"])
-    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr("tests.slurm_cluster.os.geteuid", lambda: 1000)
     with pytest.raises(slurm_cluster.ClusterUnavailable) as err:
         slurm_cluster.ensure_packages()
     assert str(err.value) == (

@@ -80,7 +80,7 @@ def when_running(slurm: Cluster, name: str, done: threading.Event) -> str | None
         running = [j for j in slurm.jobs() if j["name"] == name and j["state"] == "RUNNING"]
         if running:
             slurm.wait_held(int(running[0]["id"]), 1)  # it has run for a second
-            return running[0]["id"]
+            return str(running[0]["id"])
         time.sleep(0.05)
     return None
 
