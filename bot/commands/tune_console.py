@@ -3,6 +3,7 @@ incumbent and spend, and the summary at its end (both from the one fold)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.live import Live
@@ -66,8 +67,33 @@ def summarize(state: CampaignState, report: Path) -> None:
         console.print(noise_line(state.noise))
     if state.llm:
         console.print(f"LLM agent: {llm_line(state.llm)}")
+    for line in failure_lines(state):
+        console.print(line, markup=False, soft_wrap=True)
     console.print(f"stopped: {stopped.reason if stopped else '?'}")
     for line in (stopped.evidence if stopped else [])[:12]:
         console.print(f"  - {line}")
     console.print(f"report: {report}")
     console.print(f"plot:   {report.with_suffix('.png')}")
+
+
+def failure_lines(state: CampaignState) -> list[str]:
+    """One line per run that failed on its own (crashed, out of memory, hung, NaN...): what it
+    was charged and the exception it died with (else its error's first line). A run the budget
+    or a stop cut short is no verdict on its recipe, and is not listed."""
+    lines = []
+    for t in state.trials.values():
+        end = t.finished
+        if end is None or end.status == "ok" or end.interrupted:
+            continue
+        text = [line.strip() for line in (end.error or "").splitlines() if line.strip()]
+        raised = [line for line in text if RAISED.match(line)]
+        shown = raised[-1] if raised else text[0] if text else ""
+        lines.append(
+            f"charged failure: {t.trial} ended {end.status} after {end.device_seconds:.1f} "
+            f"device-s" + (f": {shown[:200]}" if shown else "")
+        )
+    return lines
+
+
+RAISED = re.compile(r"[\w.]*(Error|Exception)\b")
+"""A traceback's last line: the exception a run died with (``RuntimeError: ...``)."""

@@ -34,6 +34,14 @@ class EmbeddedRecipe(BaseModel):
     """``WorkloadConfig`` keys; unset keys take their defaults."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the launch."""
+    device_memory_mib: int | None = Field(None, ge=1)
+    """The device's memory, as a GPU recipe's ``device_memory_gib`` names its part's: the MiB
+    each rank may allocate beyond its start-up (the interpreter and torch), held by the operating
+    system (``runners/embedded/device.py``), so a layout that needs more runs out of memory and
+    is charged like any failed run (a profile run goes without it). None (the default): the
+    machine's memory is the limit. Not part of the effective config: it describes the device,
+    not the training; a candidate is edited from the baseline's recipe, so it keeps the
+    baseline's device."""
 
 
 def _error_key(exc: ValidationError) -> tuple[str, str]:
@@ -105,8 +113,14 @@ class EmbeddedAdapter:
         config_path = workdir / "effective-config.json"
         config_path.write_text(json.dumps(effective.values, indent=2, sort_keys=True))
         ranks = effective.devices
+        # each rank held to the recipe's device memory; a profile run is not: the profiler's
+        # buffers are host memory on a GPU, and the layout it profiles already ran within it
+        memory = None if profile else recipe.body.get("device_memory_mib")
+        module = ["runners.embedded.train"]
+        if memory is not None:
+            module = ["runners.embedded.device", str(int(memory))]
         if ranks == 1:
-            argv = [sys.executable, "-m", "runners.embedded.train"]
+            argv = [sys.executable, "-m", *module]
         else:
             argv = [
                 sys.executable,
@@ -115,7 +129,7 @@ class EmbeddedAdapter:
                 "--standalone",
                 f"--nproc-per-node={ranks}",
                 "-m",
-                "runners.embedded.train",
+                *module,
             ]
         argv += ["--config", str(config_path), "--steps", str(steps)]
         trace = None
