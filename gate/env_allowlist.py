@@ -178,7 +178,7 @@ class AllowList:
         self.entries = sorted(e.removeprefix(ENV_PREFIX) for e in entries)
         """Exact names and ``PREFIX_*`` patterns."""
         self.where = where
-        """The registry file(s) the list comes from, for messages."""
+        """The registry files the list comes from (one or more), for messages."""
 
     def allows(self, name: str) -> bool:
         return never_reason(name) is None and any(

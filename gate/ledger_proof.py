@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.errors import AttuneError
+from gate.words import count
 
 
 class Anchor(BaseModel):
@@ -63,7 +64,8 @@ def anchor_problem(hashes: dict[int, str], anchors: Sequence[Anchor]) -> tuple[i
         if anchor.seq > end:
             return end + 1, (
                 f"the ledger ends at seq {end}, but the anchor {anchor} names seq {anchor.seq}: "
-                f"its last {anchor.seq - end} event(s) were cut off"
+                f"its last {count(anchor.seq - end, 'event')} "
+                f"{'was' if anchor.seq - end == 1 else 'were'} cut off"
             )
         if hashes[anchor.seq] != anchor.hash:
             return anchor.seq, (

@@ -9,6 +9,7 @@ from gate.errors import AttuneError, FrameworkRefusal
 from gate.models import ConfigChange, EffectiveConfig, Finding, GateReport, Verdict
 from gate.registry import Registry
 from gate.validation_warnings import warning_findings
+from gate.words import count
 
 _MISSING = object()
 
@@ -153,14 +154,14 @@ def resource_problem(
     wanted = ranks * cores_per_rank
     if wanted > machine.cores:
         return (
-            f"needs {ranks} rank(s) x {cores_per_rank} thread(s) = {wanted} cores; this machine "
-            f"has {machine.cores}"
+            f"needs {count(ranks, 'rank')} x {count(cores_per_rank, 'thread')} = {wanted} "
+            f"cores; this machine has {machine.cores}"
         )
     if bytes_per_rank is not None and machine.memory_bytes is not None:
         total = ranks * bytes_per_rank
         if total > machine.memory_bytes:
             return (
-                f"needs about {total / 2**30:,.1f} GiB of memory ({ranks} rank(s) x "
+                f"needs about {total / 2**30:,.1f} GiB of memory ({count(ranks, 'rank')} x "
                 f"{bytes_per_rank / 2**30:,.1f} GiB for weights, optimizer state and one "
                 f"micro-batch's activations); this machine has "
                 f"{machine.memory_bytes / 2**30:,.1f} GiB"

@@ -147,7 +147,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "changes": {"data_parallel_size": [1, 8]},
         "fingerprint": "f" * 24,
         "reason": "resources",
-        "message": "too big for this machine: needs 8 rank(s) x 1 thread(s) = 8 cores",
+        "message": "too big for this machine: needs 8 ranks x 1 thread = 8 cores",
     },
     "prediction_made": {
         "trial": "c1",

@@ -97,7 +97,7 @@ def test_a_cut_off_tail_verifies_alone_and_fails_against_its_anchor(tmp_path: Pa
     assert not report.ok
     assert report.first_broken_seq == 4
     assert report.reason is not None and "ends at seq 3" in report.reason
-    assert "last 2 event(s) were cut off" in report.reason
+    assert "last 2 events were cut off" in report.reason
 
 
 def test_a_rehashed_chain_verifies_alone_and_fails_against_its_anchor(tmp_path: Path) -> None:
@@ -342,7 +342,7 @@ def test_the_report_carries_an_anchor_that_later_catches_a_cut_tail(
     capsys.readouterr()
     ledger = str(workdir / "ledger.db")
     assert main(["ledger", "verify", "--ledger", ledger, "--anchor", anchor]) == 1
-    assert "its last 1 event(s) were cut off" in capsys.readouterr().out
+    assert "its last 1 event was cut off" in capsys.readouterr().out
 
 
 def test_the_campaign_comment_carries_the_ledger_head(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from bot.state.fold import fold
 from bot.state.model import CampaignState
 from gate.ledger import Ledger
 from gate.models import TrialResult
+from gate.prelaunch import Machine, resource_problem
 from tests.conftest import ROOT
 from tests.events_factory import payload
 
@@ -69,6 +70,14 @@ def test_the_ledger_summary_and_a_trial_line_count_in_words(tmp_path: Path) -> N
     assert trial_line(wide).endswith("on 4 devices")
 
 
+def test_the_gate_counts_ranks_threads_and_events_in_words() -> None:
+    machine = Machine(cores=2, memory_bytes=2**40)
+    one = resource_problem(ranks=1, cores_per_rank=4, bytes_per_rank=None, machine=machine)
+    assert one is not None and one.startswith("needs 1 rank x 4 threads = 4 cores")
+    two = resource_problem(ranks=3, cores_per_rank=1, bytes_per_rank=None, machine=machine)
+    assert two is not None and two.startswith("needs 3 ranks x 1 thread = 3 cores")
+
+
 def test_the_recipe_count_reply_in_words() -> None:
     none = not_one_recipe([], ["models/*.yaml"], ".github/attune.yml")
     assert "changes 0 recipe files (none)" in none
@@ -76,12 +85,13 @@ def test_the_recipe_count_reply_in_words() -> None:
     assert "changes 2 recipe files (`a.yaml`, `b.yaml`)" in two
 
 
-def test_no_string_under_bot_counts_with_s_in_parentheses() -> None:
-    """Every string literal under bot/ names a count with ``count``: a noun followed by "(s)"
-    is found here (a help text's "(s)" for seconds follows a space, and is not)."""
+def test_no_string_under_bot_or_gate_counts_with_s_in_parentheses() -> None:
+    """Every string literal under bot/ and gate/ names a count with ``count``: a noun followed
+    by "(s)" is found here (a help text's "(s)" for seconds follows a space, and is not)."""
     found = [
         f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
-        for path in sorted((ROOT / "bot").rglob("*.py"))
+        for package in ("bot", "gate")
+        for path in sorted((ROOT / package).rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)

@@ -70,7 +70,7 @@ def test_threads_times_ranks_beyond_the_cores_refused_before_launch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = _bench(tmp_path, capsys, threads=CORES, data_parallel_size=2)
-    assert f"needs 2 rank(s) x {CORES} thread(s) = {2 * CORES} cores" in line
+    assert f"needs 2 ranks x {CORES} thread{'s' if CORES > 1 else ''} = {2 * CORES} cores" in line
     assert f"this machine has {CORES}; refused before launch" in line
 
 
@@ -130,7 +130,7 @@ def test_a_candidate_beyond_the_machine_is_refused_and_charged_nothing(
         executor = _executor(ledger, tmp_path, registry)
         refusal = executor.admit("c1", effective)
         assert refusal is not None and refusal.reason == "resources"
-        assert f"needs {ranks} rank(s) x 1 thread(s)" in refusal.message
+        assert f"needs {ranks} ranks x 1 thread =" in refusal.message
         kinds = [e.kind for e in ledger.events("run")]
         assert kinds == ["launch_refused"]
         assert ledger.events("run")[0].payload["reason"] == "resources"
@@ -216,7 +216,7 @@ def test_a_refused_proposal_takes_no_candidate_id(tmp_path: Path) -> None:
         assert state.candidates == [] and len(state.refused_proposals) == 1
         refused = state.refused_proposals[0]
         assert refused.reason == "resources"
-        assert f"needs {ranks} rank(s) x 1 thread(s)" in refused.message
+        assert f"needs {ranks} ranks x 1 thread =" in refused.message
         assert refused.fingerprint in state.tried  # the agent does not propose it again
         assert forge.pulls() == []
 

@@ -1,8 +1,6 @@
-"""Counted nouns in user-facing text: "1 candidate", "2 candidates", never a noun and "(s)"."""
+"""Counted nouns in user-facing text: "1 candidate", "2 candidates", never a noun and "(s)".
+The one helper lives in ``gate.words`` (the gate's messages use it too)."""
 
-from __future__ import annotations
+from gate.words import count
 
-
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and ``noun``, in the plural unless ``n`` is 1 (``plural``, else ``noun`` + "s")."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+__all__ = ["count"]
