@@ -97,6 +97,7 @@ def _decide(
     *,
     threshold: float = 0.03,
     framework: str = "megatron",
+    tried: set[str] | None = None,
 ) -> tuple[Any, dict[str, Probe]]:
     base, _, outcomes = resolved
     view = _view(base, threshold, framework)
@@ -111,7 +112,7 @@ def _decide(
         probes[_key(changes)] = Probe(fingerprint=found.fingerprint(), effective=found, **fields)
         return probes[_key(changes)]
 
-    return RulesAgent().decide(view, probe_of, {base.fingerprint()}), probes
+    return RulesAgent().decide(view, probe_of, {base.fingerprint(), *(tried or ())}), probes
 
 
 def test_the_model_names_the_bottleneck_and_its_best_move_goes_first(
@@ -143,6 +144,12 @@ def test_a_profile_when_no_move_is_predicted_beyond_the_noise(
     out, _ = _decide(resolved, threshold=5.0)  # a 500% noise bar: nothing is clear
     assert isinstance(out, ProfileRequest)
     assert "no move predicted beyond the noise" in out.reason
+    # every move predicted beyond the noise already ran: a profile, not an uncertain move
+    _, probes = _decide(resolved)
+    ran = {p.fingerprint for p in probes.values() if (p.predicted_gain_pct or 0) > 3.0}
+    out, _ = _decide(resolved, tried=ran)
+    assert isinstance(out, ProfileRequest), out
+    assert "no move beyond the noise is left" in out.reason
     out, _ = _decide(resolved, framework="embedded")  # the CPU workload keeps its profile
     assert isinstance(out, ProfileRequest) and "bottleneck is unclear" in out.reason
 

@@ -170,6 +170,8 @@ class RulesAgent:
             if slower_beyond_band(p):
                 pruned.append(f"{label}: pruned, {prediction_text(p)}")
                 continue
+            if view.profile is None and not beyond_noise(p, view.threshold):
+                return ProfileRequest(reason=unclear + " (no move beyond the noise is left)")
             if pruned_first is None:
                 pruned_first = self._pruned(moves, probe)
                 pruned += [x for x in pruned_first if x not in pruned]
