@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -35,10 +36,31 @@ the owner (``--resume`` then the run) nests instead of refusing itself."""
 _guard = threading.Lock()
 
 
+OWNER_WAIT_S = 2.0
+"""How long a refused process waits for the holder to write its pid (it does so right after
+taking the lock; until then the file is empty or still names a previous, dead owner)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
 def _owner(lock: IO[str]) -> str:
-    lock.seek(0)
-    pid = lock.read().strip()
-    return f"pid {pid}" if pid.isdigit() else "another process (pid not written yet)"
+    deadline = time.monotonic() + OWNER_WAIT_S
+    while True:
+        lock.seek(0)
+        pid = lock.read().strip()
+        if pid.isdigit() and _alive(int(pid)):
+            return f"pid {pid}"
+        if time.monotonic() >= deadline:
+            return "another process (pid not written yet)"
+        time.sleep(0.02)
 
 
 def _campaign_busy(owner: str) -> str:
