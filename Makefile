@@ -59,11 +59,11 @@ lint: setup
 
 # pytest exits 5 when it collects no tests: that is not a failure of the suite. The suite runs on
 # TEST_WORKERS pytest-xdist workers (one per core by default); a module stays on one worker and
-# every Slurm test on the same one (tests/conftest.py), so module fixtures and the loopback
-# cluster are built once. TEST_WORKERS=0 runs it in this process.
+# every tests/test_slurm*.py on the same one (tests/conftest.py's scheduler), so module fixtures
+# and the loopback cluster are built once. TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= auto
 test: lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25; rc=$$?; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # the edit loop: every test not marked slow, slurm or frameworks (tests/conftest.py fails an

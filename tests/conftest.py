@@ -174,12 +174,17 @@ def pytest_runtest_makereport(
         )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) a module's tests stay on
-    one worker, so a module-scoped fixture (a real campaign, a framework resolution) runs once;
-    every Slurm test shares one worker, so one loopback cluster serves them all. Without xdist
-    the marker is inert."""
-    for item in items:
-        group = "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # only where pytest-xdist is loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``make test`` runs on pytest-xdist workers: a module's tests go to one worker as a unit,
+    so a module-scoped fixture (a real campaign, a framework resolution) runs once, and every
+    ``tests/test_slurm*.py`` module goes to the same one, so one loopback Slurm serves them all
+    (xdist's own ``loadgroup`` marks cannot do this under pytest 9: they rewrite ``_nodeid``)."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # no py.typed
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]  # untyped base
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "slurm" if Path(module).name.startswith("test_slurm") else module
+
+    return ModuleScheduling(config, log)
