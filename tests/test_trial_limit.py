@@ -93,12 +93,13 @@ def test_the_budget_left_still_cuts_the_limit(
 
 
 @pytest.mark.slow  # a whole simulated campaign on the 70B port: 70 s of CPU
-def test_a_70b_recipe_runs_past_600_s_and_is_profiled(
+def test_a_70b_recipe_s_runs_past_600_s_run_to_their_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before any run finished, the model's step time sets the limit (a 12-step baseline of
-    the 70B port takes about 11 simulated minutes); then the forecast does, and the rules
-    agent's profiled run (4 steps more) is no longer killed at 600 s."""
+    the 70B port takes about 11 simulated minutes); then the forecast does, and the candidate
+    runs to its end too (faster: about 9 simulated minutes). (The rules agent needs no profile here: the calibrated model names
+    the bottleneck; a profiled run's extra steps are in the limit, the first test above.)"""
     monkeypatch.setenv("ATTUNE_SIM_SEED", "2026")
     work = tmp_path / "run"
     recipe = ROOT / "benchmarks" / "recipes" / "sim" / "llama3-70b-ported.yaml"
@@ -112,6 +113,4 @@ def test_a_70b_recipe_runs_past_600_s_and_is_profiled(
     assert [r["status"] for r in runs] == ["ok"] * len(runs)
     wall = {r["trial"]: r["released_at"] - r["allocated_at"] for r in runs}
     assert all(wall[f"baseline-{i}"] > 600 for i in range(1, 6))  # 12 steps of about 41 s
-    profiled = [r["trial"] for r in runs if r["profile"]]
-    assert profiled and wall[profiled[0]] > 600  # the profile of the baseline ran to its end
-    assert len(state.candidates) == 1
+    assert len(state.candidates) == 1 and "c1" in wall  # the candidate ran, and finished ok
