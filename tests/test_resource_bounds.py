@@ -27,6 +27,7 @@ from gate.registry import Registry
 from runners.bench import resource_refusal, this_machine
 from tests.conftest import SMALL_CONFIG
 from tests.events_factory import payload
+from tests.executors import local_executor
 
 MakeRecipe = Callable[..., Recipe]
 Resolve = Callable[[Recipe], EffectiveConfig]
@@ -108,15 +109,7 @@ def test_resource_problem_is_pure_arithmetic() -> None:
 
 def _executor(ledger: Ledger, root: Path, registry: Registry, **kw: Any) -> LocalExecutor:
     options: dict[str, Any] = {"budget_device_seconds": 3600.0, "timeout_s": 120.0, **kw}
-    return LocalExecutor(
-        ledger=ledger,
-        campaign="run",
-        registry=registry,
-        workdir=root / "work",
-        steps=3,
-        warmup=1,
-        **options,
-    )
+    return local_executor(ledger, root, registry, steps=3, warmup=1, **options)
 
 
 def test_a_candidate_beyond_the_machine_is_refused_and_charged_nothing(

@@ -18,21 +18,14 @@ from gate.models import EffectiveConfig, Recipe
 from gate.registry import Registry
 from runners.harness import PROFILE_EXTRA_STEPS
 from tests.events_factory import payload
+from tests.executors import local_executor
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _executor(ledger: Ledger, root: Path, registry: Registry, **kw: Any) -> LocalExecutor:
     options: dict[str, Any] = {"budget_device_seconds": 36_000.0, "timeout_s": 600.0, **kw}
-    return LocalExecutor(
-        ledger=ledger,
-        campaign="run",
-        registry=registry,
-        workdir=root / "work",
-        steps=8,
-        warmup=3,
-        **options,
-    )
+    return local_executor(ledger, root, registry, steps=8, warmup=3, **options)
 
 
 def _finished(ledger: Ledger, trial: str, wall_s: float, devices: int = 1) -> None:
@@ -98,8 +91,9 @@ def test_a_70b_recipe_s_runs_past_600_s_run_to_their_end(
 ) -> None:
     """Before any run finished, the model's step time sets the limit (a 12-step baseline of
     the 70B port takes about 11 simulated minutes); then the forecast does, and the candidate
-    runs to its end too (faster: about 9 simulated minutes). (The rules agent needs no profile here: the calibrated model names
-    the bottleneck; a profiled run's extra steps are in the limit, the first test above.)"""
+    runs to its end too (faster: about 9 simulated minutes). The rules agent needs no profile
+    here (the calibrated model names the bottleneck); a profiled run's extra steps are in the
+    limit (the first test above)."""
     monkeypatch.setenv("ATTUNE_SIM_SEED", "2026")
     work = tmp_path / "run"
     recipe = ROOT / "benchmarks" / "recipes" / "sim" / "llama3-70b-ported.yaml"
