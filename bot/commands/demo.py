@@ -54,11 +54,11 @@ SHORT = DemoPlan(
 (a first run within it closes), on the small-device recipe: micro-batch 16 with recompute on,
 each rank held to 360 MiB beyond its start-up. The experience bank's lesson puts recompute off
 first; without recompute micro-batch 16 needs about 390 MiB, so it runs out of memory in its
-second step and is charged; a second thread (about 325 MiB) and compile fit, and their gains
-of tens of percent can clear the bar where the machine is quiet (on a busy one its noise
-raises the bar past them). The budget buys calibration (5 runs),
-the layout checks, a profile and the candidates at the pre-launch forecast of 60 device-s a
-run."""
+second step and is charged; a second thread (about 325 MiB) fits, and its gain of tens of
+percent clears the bar where the machine is quiet (on a busy one its noise raises the bar past
+it); compile at micro-batch 16 sits at the limit and may run out of memory too, charged alike.
+The budget buys calibration (5 runs), the layout checks, a profile and the candidates at the
+pre-launch forecast of 60 device-s a run."""
 
 LONG = DemoPlan(
     recipe=BASELINE,
