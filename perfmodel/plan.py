@@ -67,6 +67,8 @@ def lever_choices(framework: str, v: dict[str, Any], cores: int) -> list[Lever]:
         ]
         if v.get("use_distributed_optimizer"):
             levers.append(("overlap_param_gather", (False, True)))
+        if int(v.get("num_experts") or 0) > 1:  # a MoE model: expert parallelism is layout
+            levers.append(("expert_model_parallel_size", (1, 2, 4, 8)))
         return levers
     if framework == "embedded":
         ranks = max(1, int(v.get("data_parallel_size") or 1))
@@ -121,7 +123,8 @@ def _derived(framework: str, v: dict[str, Any], world: int) -> dict[str, Any] | 
             return None
         dp = world // (tp * pp * cp)
         mbs, gbs = int(v["micro_batch_size"]), int(v["global_batch_size"])
-        if (dp * cp) % ep or gbs % (mbs * dp):
+        experts = int(v.get("num_experts") or 0)
+        if (dp * cp) % ep or gbs % (mbs * dp) or (ep > 1 and (not experts or experts % ep)):
             return None
         vpp = v.get("virtual_pipeline_model_parallel_size")
         if vpp and (pp == 1 or layers % (pp * int(vpp))):

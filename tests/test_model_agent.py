@@ -4,6 +4,7 @@ when the budget allows, and stops with the evidence when no step beats the noise
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from gate.registry import Registry, load_registry
 from perfmodel import predict_step
 from perfmodel.calibration import Calibration, move_fields
 from runners.embedded.adapter import EmbeddedAdapter
+from runners.megatron.adapter import MegatronAdapter
 
 PORTED = {
     "n_layer": 2,
@@ -129,3 +131,83 @@ def test_where_the_model_is_uncertain_it_explores_if_the_budget_allows(
     # the next trial is affordable, three more of it are not: no exploration, a stop
     poor = decide(registry, near, wide, budget_left_s=1.0, forecast_s=0.5)
     assert isinstance(poor, Stop) and poor.reason == "exhausted"
+
+
+MIXTRAL = Path(__file__).resolve().parent.parent / "benchmarks/recipes/sim/mixtral-8x7b-ported.yaml"
+NO_RECOMPUTE = {
+    "recompute_granularity": None,
+    "recompute_method": None,
+    "recompute_num_layers": None,
+}
+BOTH: dict[str, object] = {"overlap_grad_reduce": True, "overlap_param_gather": True}
+
+
+def decide_mixtral(text: str, calibration: Calibration) -> tuple[Any, MegatronAdapter]:
+    """The model agent on the ported Mixtral 8x7B (64 H100s), every candidate resolved by
+    Megatron-LM's own validation."""
+    adapter = MegatronAdapter()
+    base = adapter.resolve(parse_recipe(text, path="x.yaml"))
+    registry = load_registry("megatron", "0.19.2")
+    view = AgentView(
+        framework="megatron",
+        incumbent="baseline",
+        incumbent_values=base.values,
+        profile=None,
+        history=[],
+        layout_sources={
+            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
+        },
+        threshold=0.03,
+        budget_left_s=1e7,
+        forecast_s=2000.0,
+        cores=8,
+        model=ModelView(hardware="h100-sxm", calibration=calibration),
+    )
+    before = predict_step(base, "h100-sxm")
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        try:
+            found = adapter.resolve(parse_recipe(apply_changes(text, changes), path="y.yaml"))
+        except AttuneError:
+            return None
+        fields = move_fields(before, predict_step(found, "h100-sxm"), calibration, steps=8)
+        return Probe(fingerprint=found.fingerprint(), effective=found, **fields)
+
+    return ModelGuidedAgent().decide(view, probe_of, {base.fingerprint()}), adapter
+
+
+@pytest.mark.slow
+def test_on_mixtral_it_plans_both_overlaps_and_expert_parallelism() -> None:
+    """The planner varies EP on a MoE model, and both overlaps switched on at once are one
+    declared coupled step (Megatron-LM refuses the parameter gather's overlap alone): each is
+    proposed when the calibrated model (communication 5x the prior's) predicts it pays, and
+    Megatron-LM's validation accepts it."""
+    calibrated = Calibration(
+        factors={"compute": 1.0, "communication": 5.0, "bubble": 1.0}, runs=6, band=0.005
+    )
+    text = apply_changes(MIXTRAL.read_text(), NO_RECOMPUTE)
+    out, adapter = decide_mixtral(text, calibrated)
+    assert isinstance(out, Proposal) and out.coupled, out
+    assert {k: new for k, (_, new) in out.changes.items()} == BOTH
+    assert "megatron/training/arguments.py:994@0.19.2" in out.mechanism
+    assert "exploration" not in out.mechanism and out.expected_gain_pct > 3 + 0.5
+    assert all(s != "-" for s in out.sources)
+    both = adapter.resolve(parse_recipe(apply_changes(text, BOTH), path="z.yaml"))
+    assert both.values["overlap_param_gather"] and both.values["overlap_grad_reduce"]
+    with pytest.raises(AttuneError, match="overlap-param-gather with --overlap-grad-reduce"):
+        adapter.resolve(
+            parse_recipe(apply_changes(text, BOTH | {"overlap_grad_reduce": False}), path="w.yaml")
+        )
+    text = apply_changes(text, BOTH)  # merged: next, a smaller EP
+    out, adapter = decide_mixtral(text, calibrated)
+    assert isinstance(out, Proposal) and out.lever == ["expert_model_parallel_size"], out
+    old, new = out.changes["expert_model_parallel_size"]
+    assert old == 8 and isinstance(new, int) and new < 8 and not out.coupled
+    assert "expert_model_parallel_size=" in out.mechanism.split("one lever toward it")[0]
+    registry = load_registry("megatron", "0.19.2")
+    assert out.sources == [registry.data.keys["expert_model_parallel_size"].source]
+    smaller = adapter.resolve(
+        parse_recipe(apply_changes(text, {"expert_model_parallel_size": new}), path="v.yaml")
+    )
+    assert smaller.values["expert_model_parallel_size"] == new
+    assert smaller.values["data_parallel_size"] == 16  # the dense split is unchanged

@@ -30,6 +30,8 @@ PART = "h100-sxm"
 SELECTIVE_ALONE = {"recompute_granularity": "selective"}
 Resolved = dict[str, EffectiveConfig | Exception]
 
+pytestmark = pytest.mark.frameworks  # resolves through Megatron-LM's own parser
+
 
 def _key(changes: dict[str, Any]) -> str:
     return json.dumps(changes, sort_keys=True)
@@ -179,3 +181,84 @@ def test_a_closed_coupled_move_rules_out_itself_only(
 
     assert why(off) is None
     assert why(selective) == "already tried in c1: +1.0%: within the noise"
+
+
+MIXTRAL = RECIPE.with_name("mixtral-8x7b-ported.yaml")
+NO_RECOMPUTE = {
+    "recompute_granularity": None,
+    "recompute_method": None,
+    "recompute_num_layers": None,
+}
+BOTH: dict[str, object] = {"overlap_grad_reduce": True, "overlap_param_gather": True}
+COMMUNICATION_X5 = Calibration(
+    factors={"compute": 1.0, "communication": 5.0, "bubble": 1.0}, runs=6, band=0.005
+)
+"""A model calibrated on 6 runs to communication 5x the prior's, within +-0.5%."""
+
+
+def _campaign(text: str, decisions: int = 8) -> tuple[list[Proposal], dict[str, Probe]]:
+    """The rules agent's proposals on the ported Mixtral (``text``), each run in turn (its
+    fingerprint joins ``tried``), every candidate resolved by Megatron-LM's own validation and
+    priced by a model calibrated to communication 5x the prior."""
+    adapter = MegatronAdapter()
+    base = adapter.resolve(parse_recipe(text, path="x.yaml"))
+    view = _view(base)
+    view.model = ModelView(hardware=PART, calibration=COMMUNICATION_X5)
+    before = predict_step(base, PART)
+    probes: dict[str, Probe] = {}
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        if _key(changes) not in probes:
+            try:
+                found = adapter.resolve(parse_recipe(apply_changes(text, changes), path="y.yaml"))
+            except Exception:  # Megatron-LM's validation refused it
+                return None
+            fields = move_fields(before, predict_step(found, PART), COMMUNICATION_X5, steps=8)
+            probes[_key(changes)] = Probe(
+                fingerprint=found.fingerprint(), effective=found, **fields
+            )
+        return probes[_key(changes)]
+
+    tried, out = {base.fingerprint()}, []
+    for _ in range(decisions):
+        proposal = RulesAgent().decide(view, probe_of, tried)
+        if not isinstance(proposal, Proposal):
+            break
+        out.append(proposal)
+        tried.add(probes[_key({k: new for k, (_, new) in proposal.changes.items()})].fingerprint)
+    return out, probes
+
+
+@pytest.mark.slow
+def test_on_mixtral_both_overlaps_and_expert_parallelism_are_proposed() -> None:
+    """Both overlaps, one declared coupled move Megatron-LM accepts (it refuses the parameter
+    gather's alone), and expert parallelism, a layout key: proposed in the order of the
+    calibrated model's gain per device-hour among the moves it predicts beyond the noise."""
+    text = apply_changes(MIXTRAL.read_text(), NO_RECOMPUTE)
+    proposals, probes = _campaign(text)
+    moved = [{k: new for k, (_, new) in p.changes.items()} for p in proposals]
+    assert BOTH in moved, moved
+    both = proposals[moved.index(BOTH)]
+    assert both.coupled and "megatron/training/arguments.py:994@0.19.2" in both.mechanism
+    assert all(s != "-" for s in both.sources)
+    assert (probes[_key(BOTH)].predicted_gain_pct or 0.0) > 3.0 + 0.5  # beyond the noise
+    with pytest.raises(Exception, match="overlap-param-gather with --overlap-grad-reduce"):
+        MegatronAdapter().resolve(
+            parse_recipe(apply_changes(text, {"overlap_param_gather": True}), path="z.yaml")
+        )
+    # with both overlaps on, the model predicts a smaller EP beyond the noise: EP goes too
+    proposals, probes = _campaign(apply_changes(text, BOTH))
+    ep = [p for p in proposals if p.lever == ["expert_model_parallel_size"]]
+    assert ep and not ep[0].coupled, [p.changes for p in proposals]
+    old, new = ep[0].changes["expert_model_parallel_size"]
+    assert (
+        old == 8 and isinstance(new, int) and new < 8 and "a layout change only" in ep[0].mechanism
+    )
+    assert ep[0].sources == [
+        load_registry("megatron", "0.19.2").data.keys["expert_model_parallel_size"].source
+    ]
+    found = probes[_key({"expert_model_parallel_size": new})]
+    assert found.effective is not None  # Megatron-LM resolved it: the same experts, EP smaller
+    assert found.effective.values["expert_model_parallel_size"] == new
+    assert found.effective.values["num_experts"] == 8
+    assert (found.predicted_gain_pct or 0.0) > 3.0 + (found.band_pct or 0.0)

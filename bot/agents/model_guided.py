@@ -5,7 +5,9 @@ models (``AgentView.model``, ``perfmodel/plan.py``): it prices the whole gate-al
 space (the levers the registry classifies as layout, every combination the framework's rules
 accept), takes the predicted optimum among the layouts that fit, and proposes ONE lever of the
 way there (a lever whose keys move together, such as Megatron-LM's recompute granularity and
-method, is one declared coupled move). Every candidate step is probed by the campaign first:
+method, is one declared coupled move; so are both data-parallel overlaps switched on at once,
+since Megatron-LM refuses the parameter gather's overlap alone). On a MoE model the planner
+varies expert parallelism too. Every candidate step is probed by the campaign first:
 the framework resolves it, the memory model corrected by the campaign's peaks and OOMs says
 whether it fits, and the calibrated model says its gain over the incumbent and the band.
 
@@ -29,6 +31,7 @@ import math
 from typing import Any
 
 from bot.agents.levers.layout_space import budget_stop
+from bot.agents.levers.split_moves import BOTH_OVERLAPS, PARAM_GATHER_NEEDS_GRAD_REDUCE
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Proposal, Stop
 from perfmodel.calibration import Calibration
 from perfmodel.hardware import part
@@ -44,11 +47,34 @@ COMMUNICATION_LEVERS = (
     "overlap_grad_reduce",
     "overlap_param_gather",
     "parallelism.tensor_parallel_degree",
+    "expert_model_parallel_size",
+    "overlaps",
 )
+OVERLAPS = "overlaps"
+"""Both data-parallel overlaps on at once: one declared coupled step (Megatron-LM refuses the
+parameter gather's overlap without the gradient reduction's)."""
 
 
 def _changes(lever: str, value: Any) -> dict[str, Any]:
+    if lever == OVERLAPS:
+        return dict(BOTH_OVERLAPS)
     return dict(RECOMPUTE[value]) if lever == "recompute" else {lever: value}
+
+
+def _step(start: dict[str, Any], levers: dict[str, Any]) -> tuple[str, Any] | None:
+    """The step from ``start`` to ``levers``: one lever, or both overlaps switched on together."""
+    moved = [k for k in start if levers.get(k) != start[k]]
+    if len(moved) == 1:
+        return moved[0], levers[moved[0]]
+    if sorted(moved) == sorted(BOTH_OVERLAPS) and all(levers[k] is True for k in moved):
+        return OVERLAPS, True
+    return None
+
+
+def _toward(optimum: Layout, lever: str, value: Any) -> bool:
+    if lever == OVERLAPS:
+        return all(optimum.levers.get(k) is True for k in BOTH_OVERLAPS)
+    return bool(optimum.levers.get(lever) == value)
 
 
 class ModelGuidedAgent:
@@ -134,13 +160,13 @@ class ModelGuidedAgent:
         through the framework: seconds for Megatron-LM)."""
         out = []
         for x in space:
-            moved = [k for k in start if x.levers.get(k) != start[k]]
-            if len(moved) != 1 or now <= 0:
+            step = _step(start, x.levers)
+            if step is None or now <= 0:
                 continue
             gain = 100 * (x.tokens_per_s_per_device / now - 1)
             cost = forecast_s * now / x.tokens_per_s_per_device
-            out.append((moved[0], x.levers[moved[0]], gain, cost))
-        out.sort(key=lambda n: (optimum.levers.get(n[0]) != n[1], -n[2] / max(n[3], 1e-9)))
+            out.append((*step, gain, cost))
+        out.sort(key=lambda n: (not _toward(optimum, n[0], n[1]), -n[2] / max(n[3], 1e-9)))
         return out
 
     @staticmethod
@@ -166,6 +192,13 @@ class ModelGuidedAgent:
             if explore
             else f"predicted {gain:+.1f}% (band +-{band:.1f}%)"
         )
+        neck = "communication" if lever in COMMUNICATION_LEVERS else "compute"
+        if lever == OVERLAPS:
+            lever, value = "overlap_grad_reduce and overlap_param_gather", "True"
+            why += (
+                ", one declared coupled move: Megatron-LM refuses overlap_param_gather without "
+                f"overlap_grad_reduce ({PARAM_GATHER_NEEDS_GRAD_REDUCE})"
+            )
         mechanism = (
             f"the calibrated step-time model's predicted optimum of the gate-allowed layout "
             f"space is {_label(optimum)} at {optimum.tokens_per_s_per_device:,.0f} "
@@ -178,7 +211,7 @@ class ModelGuidedAgent:
             lever=list(changes),
             changes={k: (values.get(k), v) for k, v in changes.items()},
             coupled=len(changes) > 1,
-            bottleneck="communication" if lever in COMMUNICATION_LEVERS else "compute",
+            bottleneck=neck,
             mechanism=mechanism,
             expected_gain_pct=gain,
             sources=[view.layout_sources.get(k, "-") for k in changes],

@@ -17,8 +17,9 @@ in the hypothesis of the proposal that goes instead, or in the stop's evidence).
 framework the model may name the bottleneck instead of a profile run (its breakdown of the
 incumbent's step), when it predicts a move beyond the noise; else the agent asks for a
 profile. The catalogue steps tensor parallelism down by any power of two (8 -> 1 in one move
-when the model predicts that best) and moves Megatron-LM's recompute with its method and
-layer count, one declared coupled move.
+when the model predicts that best), moves expert parallelism likewise (up by one doubling),
+and moves Megatron-LM's recompute with its method and layer count, and both overlaps
+together, each one declared coupled move.
 
 With the experience bank (``AgentView.lessons``: accepted lessons whose scope matches the
 campaign), a move an ``effect: faster`` lesson backs goes first, by its measured gain, and a move

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agents.levers.moves import Move
+from bot.agents.levers.split_moves import expert_moves, overlap_moves
 
 
 def _flag_on(v: dict[str, Any], key: str, why: str, necks: tuple[str, ...]) -> list[Move]:
@@ -50,13 +51,15 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
         ("communication", "idle"),
     )
     if v.get("use_distributed_optimizer"):
-        moves += _flag_on(
-            v,
-            "overlap_param_gather",
-            "the distributed optimizer all-gathers the updated parameters before the next "
-            "forward; overlapped, each bucket is gathered just before its layer runs",
-            ("communication", "idle"),
-        )
+        if v.get("overlap_grad_reduce"):  # Megatron-LM refuses it alone (split_moves.py)
+            moves += _flag_on(
+                v,
+                "overlap_param_gather",
+                "the distributed optimizer all-gathers the updated parameters before the next "
+                "forward; overlapped, each bucket is gathered just before its layer runs",
+                ("communication", "idle"),
+            )
+        moves += overlap_moves(v)
     else:
         moves += _flag_on(
             v,
@@ -104,6 +107,7 @@ def megatron_moves(v: dict[str, Any], cores: int) -> list[Move]:
                 "Engine's userbuffer overlap runs them under the GEMMs",
                 ("communication",),
             )
+    moves += expert_moves(v)
     if cp > 1:
         moves.append(
             Move(
