@@ -168,6 +168,10 @@ class Registry:
         self.env_allowlist = AllowList(env_keys, where=f"{path.parent.name}/{path.name}")
         """The ``env.*`` entries: the variables a recipe of this framework may set."""
 
+    def layout_sources(self) -> dict[str, str]:
+        """Every key classified layout -> its source: what an agent may change, and why."""
+        return {k: e.source for k, e in self.data.keys.items() if e.key_class == "layout"}
+
     def entry(self, key: str) -> Entry | None:
         if key in self.data.keys:
             return self.data.keys[key]

@@ -31,7 +31,7 @@ REGISTRY = load_registry("embedded", "1")
 @pytest.fixture(scope="module")
 def view() -> AgentView:
     effective = get_adapter("embedded").resolve(load_recipe(ROOT / "examples" / "ported-gpt.yaml"))
-    layout = {k: e.source for k, e in REGISTRY.data.keys.items() if e.key_class == "layout"}
+    layout = REGISTRY.layout_sources()
     return AgentView(
         framework="embedded",
         incumbent="baseline",

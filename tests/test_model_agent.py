@@ -67,9 +67,7 @@ def decide(
         incumbent_values=incumbent.values,
         profile=None,
         history=[],
-        layout_sources={
-            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
-        },
+        layout_sources=registry.layout_sources(),
         threshold=0.03,
         budget_left_s=budget_left_s,
         forecast_s=forecast_s,
@@ -154,9 +152,7 @@ def decide_mixtral(text: str, calibration: Calibration) -> tuple[Any, MegatronAd
         incumbent_values=base.values,
         profile=None,
         history=[],
-        layout_sources={
-            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
-        },
+        layout_sources=registry.layout_sources(),
         threshold=0.03,
         budget_left_s=1e7,
         forecast_s=2000.0,

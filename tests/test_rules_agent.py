@@ -74,9 +74,7 @@ def view(
         incumbent_values=values,
         profile=profile,
         history=history or [],
-        layout_sources={
-            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
-        },
+        layout_sources=registry.layout_sources(),
         threshold=0.03,
         budget_left_s=budget_left_s,
         forecast_s=20.0,

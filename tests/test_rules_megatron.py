@@ -83,9 +83,7 @@ def _view(base: EffectiveConfig, threshold: float = 0.03, framework: str = "mega
         incumbent_values=base.values,
         profile=None,
         history=[],
-        layout_sources={
-            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
-        },
+        layout_sources=registry.layout_sources(),
         threshold=threshold,
         budget_left_s=1e7,
         forecast_s=2000.0,

@@ -48,7 +48,7 @@ def layout_keys(framework: str, installed: str) -> set[str] | None:
         registry = load_registry(framework, installed)
     except AttuneError:
         return None
-    return {k for k, e in registry.data.keys.items() if e.key_class == "layout"}
+    return set(registry.layout_sources())
 
 
 def read_campaign(root: Path, ledger: str, campaign: str) -> CampaignState | str:

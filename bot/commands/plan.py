@@ -47,7 +47,7 @@ def build_plan(
     recipe = load_recipe(recipe_path)
     effective = get_adapter(recipe.framework, path=recipe.path).resolve(recipe)
     registry = load_registry(recipe.framework, effective.framework_version)
-    keys = {k for k, e in registry.data.keys.items() if e.key_class == "layout"}
+    keys = set(registry.layout_sources())
     hw = hardware_of(recipe, hardware)
     memory = recipe.body.get("device_memory_gib")
     memory_gib = None if memory is None else float(memory)

@@ -45,9 +45,7 @@ def agent_view(
         incumbent_values=incumbent.values,
         profile=state.profiles.get(state.incumbent),
         history=history(state),
-        layout_sources={
-            k: e.source for k, e in registry.data.keys.items() if e.key_class == "layout"
-        },
+        layout_sources=registry.layout_sources(),
         threshold=(state.judgement.noise or state.noise).threshold if state.noise else noise.FLOOR,
         # never below zero: a run stopped at the budget's limit may overshoot it by a little
         budget_left_s=max(
