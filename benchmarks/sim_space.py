@@ -20,6 +20,7 @@ from bot.campaign.recipe_edit import apply_changes
 from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 from gate.recipe import load_recipe, parse_recipe
+from perfmodel.plan import RECOMPUTE
 from runners.megatron.adapter import MegatronAdapter
 from runners.sim.backend import recipe_hardware
 from runners.sim.truth import SimParams, TrueLayout, true_layout
@@ -31,19 +32,6 @@ Layout = dict[str, Any]
 CHUNK = 96
 """Layouts per resolver process in the exhaustive sweep."""
 
-RECOMPUTE: dict[str, dict[str, Any]] = {
-    "full": {
-        "recompute_granularity": "full",
-        "recompute_method": "uniform",
-        "recompute_num_layers": 1,
-    },
-    "selective": {
-        "recompute_granularity": "selective",
-        "recompute_method": None,
-        "recompute_num_layers": None,
-    },
-    "none": {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None},
-}
 DESTS = {
     "tp": "tensor_model_parallel_size",
     "pp": "pipeline_model_parallel_size",

@@ -14,6 +14,7 @@ import pytest
 
 from bot.agents.levers.gpu_moves import megatron_moves
 from bot.agents.levers.moves import Move
+from bot.agents.levers.predicted import SAVERS
 from bot.agents.rules import RulesAgent
 from bot.campaign.recipe_edit import apply_changes
 from bot.interfaces import AgentView, HistoryItem, ModelView, Probe, ProfileRequest, Proposal
@@ -45,12 +46,23 @@ def resolved() -> tuple[EffectiveConfig, list[Move], Resolved]:
     assert isinstance(adapter, MegatronAdapter)  # resolves a batch in one worker
     base = adapter.resolve(load_recipe(RECIPE))
     moves = megatron_moves(dict(base.values), 8)
-    sets = [{}, SELECTIVE_ALONE, *(m.changes for m in moves)]
+    sets = [{}, SELECTIVE_ALONE, *(m.changes for m in moves), *SAVERS["megatron"]]
     text = RECIPE.read_text()
     outcomes = adapter.resolve_each(
         [parse_recipe(apply_changes(text, c), path="x.yaml") for c in sets]
     )
     return base, moves, {_key(c): o for c, o in zip(sets, outcomes, strict=True)}
+
+
+def test_every_memory_saver_is_a_recipe_megatron_accepts(
+    resolved: tuple[EffectiveConfig, list[Move], Resolved],
+) -> None:
+    """A memory-hungry move is paired with a saver: each must resolve on a recipe with full
+    recompute (selective recompute must also clear the method and the layer count)."""
+    _, _, outcomes = resolved
+    for saver in SAVERS["megatron"]:
+        outcome = outcomes[_key(saver)]
+        assert isinstance(outcome, EffectiveConfig), (saver, outcome)
 
 
 def test_the_catalogue_steps_tp_down_by_any_power_and_couples_recompute(

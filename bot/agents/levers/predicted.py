@@ -10,18 +10,21 @@ from gate.errors import AttuneError
 from gate.models import EffectiveConfig
 from perfmodel import predict_step
 from perfmodel.hardware import part
+from perfmodel.plan import RECOMPUTE
 
 SAVERS: dict[str, list[dict[str, Any]]] = {
     "megatron": [
-        {"recompute_granularity": "selective", "recompute_method": None},
+        dict(RECOMPUTE["selective"]),
         {"use_distributed_optimizer": True},
-        {"recompute_granularity": "full", "recompute_method": "uniform"},
+        dict(RECOMPUTE["full"]),
     ],
     "embedded": [{"activation_checkpointing": True}],
 }
 """Memory savers a memory-hungry move may be paired with, cheapest in time first: Megatron's
 selective recompute (attention core only) before the sharded optimizer before full recompute;
-the embedded workload's activation checkpointing."""
+the embedded workload's activation checkpointing. A recompute saver sets granularity, method and
+layer count together (``perfmodel.plan.RECOMPUTE``): Megatron-LM refuses full recompute without
+a layer count and selective recompute with a method."""
 
 
 MODEL_NAMES_THE_BOTTLENECK = ("megatron", "torchtitan")
