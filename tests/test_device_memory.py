@@ -50,7 +50,7 @@ def test_the_launch_holds_each_rank_to_the_recipe_device_memory(tmp_path: Path) 
     assert spec.argv[1:3] == ["-m", "runners.embedded.train"]
 
 
-@pytest.mark.parametrize("memory", [0, -5, "lots"])
+@pytest.mark.parametrize("memory", [0, -5, "lots", True, 360.5])
 def test_a_device_memory_that_is_no_size_is_bad_input(
     memory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,7 +34,7 @@ class EmbeddedRecipe(BaseModel):
     """``WorkloadConfig`` keys; unset keys take their defaults."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the launch."""
-    device_memory_mib: int | None = Field(None, ge=1)
+    device_memory_mib: int | None = Field(None, ge=1, strict=True)  # `true` is not 1 MiB
     """The device's memory, as a GPU recipe's ``device_memory_gib`` names its part's: the MiB
     each rank may allocate beyond its start-up (the interpreter and torch), held by the operating
     system (``runners/embedded/device.py``), so a layout that needs more runs out of memory and
