@@ -143,6 +143,10 @@ def test_a_run_predicted_three_times_slower_is_forecast_three_times_and_refused(
 
         assert executor.forecast(incumbent) == pytest.approx(MEASURED_S)
         assert executor.forecast(slow) == pytest.approx(MEASURED_S * ratio)
+        # the run's wall-clock limit expects the same: 3 x its forecast per device
+        assert executor.predictor.run_seconds(slow) == pytest.approx(
+            executor.forecast(slow) / max(slow.devices, 1)
+        )
         assert executor.forecast(fast) == pytest.approx(MEASURED_S * fast_step / runs["baseline-1"])
         assert executor.forecast(fast) < MEASURED_S
 

@@ -72,14 +72,21 @@ class StepPredictor:
 
     def run_seconds(self, effective: EffectiveConfig, profile: bool = False) -> float:
         """Wall-clock seconds a run of ``effective`` should take: the budget's forecast per
-        device (the median finished run's), else the calibrated model's ``steps`` x step time
-        (0 without a prediction); a profiled run's extra steps added."""
+        device (the median finished run's, scaled by the predicted step times as the budget's
+        is), else the calibrated model's ``steps`` x step time (0 without a prediction); a
+        profiled run's extra steps added."""
         made = self.predict(effective)
         step_s = made[1].apply(made[0]).step_time_s if made else 0.0
         devices = max(effective.devices, 1)
         events = self.ledger.events(self.campaign)
         default = self.steps * step_s * devices
-        run_s = forecast_device_seconds(events, default=default, devices=devices) / devices
+        runs, next_s = self.step_seconds(effective)
+        run_s = (
+            forecast_device_seconds(
+                events, default=default, devices=devices, step_s=runs, next_step_s=next_s
+            )
+            / devices
+        )
         if not self.steps:
             return run_s
         return run_s * (self.steps + (PROFILE_EXTRA_STEPS if profile else 0)) / self.steps
