@@ -92,7 +92,7 @@ def _grouped(breakdown: dict[str, float]) -> list[float]:
     return [sum(breakdown.get(c, 0.0) for c in comps) for comps in GROUPS.values()]
 
 
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+def solve(a: list[list[float]], b: list[float]) -> list[float]:
     """Gaussian elimination with partial pivoting (the ridge keeps ``a`` positive definite)."""
     n = len(b)
     m = [[*row, b[i]] for i, row in enumerate(a)]
@@ -133,7 +133,7 @@ def fit(observations: list[Observation], *, iterations: int = 30) -> Calibration
                 jtr[i] += grad[i] * residual
                 for j in range(k):
                     jtj[i][j] += grad[i] * grad[j]
-        step = _solve(jtj, jtr)
+        step = solve(jtj, jtr)
         theta = [t + s for t, s in zip(theta, step, strict=True)]
         if max(abs(s) for s in step) < 1e-9:
             break

@@ -90,7 +90,7 @@ def lever_choices(framework: str, v: dict[str, Any], cores: int) -> list[Lever]:
     return []
 
 
-def _own(v: dict[str, Any], lever: str) -> Any:
+def own_value(v: dict[str, Any], lever: str) -> Any:
     """The recipe's own value of a lever."""
     if lever == "recompute":
         return v.get("recompute_granularity") or "none"
@@ -168,7 +168,7 @@ def layouts(
     base = effective.values
     world = int(base.get("world_size") or effective.devices)
     levers = [
-        (name, _with_own(values, _own(base, name)))
+        (name, _with_own(values, own_value(base, name)))
         for name, values in lever_choices(effective.framework, base, cores)
         if _key_of(name) in layout_keys
     ]
@@ -201,7 +201,7 @@ def layouts(
 
 def lever_values(effective: EffectiveConfig, space: list[Layout]) -> dict[str, Any]:
     """The incumbent's value of each lever of ``space``."""
-    return {name: _own(effective.values, name) for name in space[0].levers} if space else {}
+    return {name: own_value(effective.values, name) for name in space[0].levers} if space else {}
 
 
 class Step(BaseModel):

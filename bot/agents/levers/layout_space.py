@@ -112,15 +112,17 @@ class PastTrial:
     failed: bool
 
 
-def past_trials(view: AgentView) -> tuple[Layout, list[PastTrial]]:
-    """(the baseline's layout, every earlier proposal's layout and relative score).
+def past_trials(view: AgentView, *, whole: bool = False) -> tuple[Layout, list[PastTrial]]:
+    """(the baseline's layout, every earlier proposal's layout and relative score); with
+    ``whole``, every key of the incumbent's effective configuration rather than the embedded
+    workload's levers (the model-guided agent replays Megatron-LM and torchtitan recipes).
 
     The history holds each proposal's changes against the incumbent of its time and its gain
     over that incumbent. The baseline's layout is the incumbent's with every merge undone (in
     reverse); replaying forward, a merged candidate becomes the incumbent and its score the
     bar (the baseline agents never ask for profile runs, so a winner's score is its one run).
     """
-    layout = layout_of(view.incumbent_values)
+    layout = dict(view.incumbent_values) if whole else layout_of(view.incumbent_values)
     for item in reversed(view.history):
         if item.decision == "merge":
             layout.update({k: old for k, (old, _) in item.changes.items() if k in layout})
