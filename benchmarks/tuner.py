@@ -1,7 +1,8 @@
-"""How good is attune's tuning? The rules agent against random search and Optuna TPE, at equal
-budget, measured against the exhaustive optimum of the embedded workload's layout space.
+"""How good is attune's tuning? The rules and model-guided agents against random search and
+Optuna TPE, at equal budget, measured against the exhaustive optimum of the embedded
+workload's layout space.
 
-    python -m benchmarks.tuner [--campaigns 3] [--budget 0.25] [--agents rules,random,tpe]
+    python -m benchmarks.tuner [--campaigns 3] [--budget 0.25] [--agents rules,model,random,tpe]
         [--cores N] [--quick] [--live] [--table FILE] [--out DIR] [--plot FILE]
 
 1. The machine's table (``benchmarks/optimum.py``): every layout of the space (for ``--cores``
@@ -36,6 +37,7 @@ from benchmarks.table_executor import TableExecutor
 from benchmarks.tuner_metrics import CampaignResult, Curve, agent_row, table
 from benchmarks.tuner_plot import plot
 from bot.agents.levers.layout_space import Layout, layout_of
+from bot.agents.model_guided import ModelGuidedAgent
 from bot.agents.random_search import RandomSearchAgent
 from bot.agents.rules import RulesAgent
 from bot.agents.tpe import TPEAgent
@@ -50,7 +52,7 @@ from gate.recipe import load_recipe, parse_recipe
 from gate.registry import Registry
 from runners.adapters import get_adapter
 
-AGENT_NAMES = ("rules", "random", "tpe")
+AGENT_NAMES = ("rules", "model", "random", "tpe")
 
 
 def make_agent(name: str, seed: int) -> Agent:
@@ -60,6 +62,8 @@ def make_agent(name: str, seed: int) -> Agent:
         return TPEAgent(seed=seed)
     if name == "rules":
         return RulesAgent()
+    if name == "model":
+        return ModelGuidedAgent()
     raise ValueError(f"no baseline benchmark for agent {name!r} (known: {AGENT_NAMES})")
 
 

@@ -168,8 +168,10 @@ def run_space(
     spread: float,
     out: Path,
     say: Callable[[str], None] = print,
+    memory_factor: float = SimParams().memory_factor,
 ) -> tuple[TruthTable, dict[str, list[SimResult]], float]:
-    truth = Truth(space, SimParams(seed=CLUSTER_SEED, spread=spread))
+    params = SimParams(seed=CLUSTER_SEED, spread=spread, memory_factor=memory_factor)
+    truth = Truth(space, params)
     started = time.monotonic()
     tab = truth.table()
     best_layout, _ = tab.best()
@@ -240,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spread", type=float, default=0.15)
     p.add_argument("--spreads", default="0.05,0.15,0.30", help="'' for none")
     p.add_argument("--spread-space", default="llama3-8b")
+    p.add_argument(
+        "--memory-factor",
+        type=float,
+        default=SimParams().memory_factor,
+        help="true peak memory over the gate's memory model's (above 1: the model is "
+        "optimistic and some layouts it passes die of out-of-memory)",
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     agents = [a for a in args.agents.split(",") if a]
@@ -274,9 +283,12 @@ def main(argv: list[str] | None = None) -> int:
             spread=spread,
             out=out,
             say=say,
+            memory_factor=args.memory_factor,
         )
         text = space_report(tab, results, budget_h)
         title = f"SIMULATED: {name}, spread {spread}, {args.seeds} seeds"
+        if args.memory_factor != SimParams().memory_factor:
+            title += f", true memory {args.memory_factor:g}x the model's"
         sections.append(f"### {title}\n\n{text}\n")
         plot(
             {a: [r.result for r in rs] for a, rs in results.items()},

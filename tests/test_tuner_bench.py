@@ -207,7 +207,7 @@ def test_tuner_quick_run_prints_the_table_and_writes_the_plot(
                      str(recipe), "--out", str(out), "--plot", str(plot)])  # fmt: skip
     text = capsys.readouterr().out
     assert rc == 0
-    for agent in ("rules", "random", "tpe"):
+    for agent in ("rules", "model", "random", "tpe"):
         assert f"| {agent} | 1 |" in text
         assert (out / f"{agent}-0" / "ledger.db").exists()
     assert "rules / random device-hours to 95% of the optimum" in text
@@ -217,7 +217,7 @@ def test_tuner_quick_run_prints_the_table_and_writes_the_plot(
     # what each campaign spent is what its ledger charged: 10 s a run (12 s a profile run),
     # calibration's 5 runs included, within the budget
     spent = {line.split("|")[1].strip(): float(line.split("|")[7]) for line in text.splitlines()
-             if line.startswith(("| rules |", "| random |", "| tpe |"))}  # fmt: skip
+             if line.startswith(("| rules |", "| model |", "| random |", "| tpe |"))}  # fmt: skip
     for agent, hours in spent.items():
         with Ledger(out / f"{agent}-0" / "ledger.db") as ledger:
             charged = budget.spent_device_seconds(ledger.events(f"{agent}-0"))
