@@ -111,7 +111,7 @@ def test_at_the_predicted_optimum_it_stops_with_the_evidence(registry: Registry)
     }
     out = decide(registry, best, Calibration(band=0.05, runs=6), budget_left_s=10.0)
     assert isinstance(out, Stop) and out.reason == "exhausted"
-    assert "no untried one-lever step is predicted to beat the noise threshold" in out.evidence[0]
+    assert "no untried one-lever step that fits is predicted to beat the noise" in out.evidence[0]
     assert "nor expected to clear it by 0.25% within the budget" in out.evidence[0]
 
 
@@ -247,3 +247,65 @@ def test_a_measured_move_corrects_the_plan() -> None:
     assert isinstance(out, Proposal), out
     assert "learned from 1 measured layout," in out.mechanism
     assert "expert_model_parallel_size=8;" not in out.mechanism
+
+
+LLAMA8B = Path(__file__).resolve().parent.parent / "benchmarks/recipes/sim/llama3-8b-ported.yaml"
+
+
+@pytest.mark.slow
+def test_a_step_that_does_not_fit_alone_is_paired_with_a_memory_saver() -> None:
+    """On the ported Llama-3 8B at TP 1 with full recompute, dropping recompute is the big
+    predicted gain; on a device where the memory model says it does not fit at TP 1, the agent
+    proposes it with a split that shards the activations (TP or PP 2) as one declared coupled
+    move, and says why."""
+    adapter = MegatronAdapter()
+    text = apply_changes(LLAMA8B.read_text(), {"tensor_model_parallel_size": 1})
+    base = adapter.resolve(parse_recipe(text, path="x.yaml"))
+    registry = load_registry("megatron", "0.19.2")
+    before = predict_step(base, "h100-sxm")
+
+    def peak(changes: dict[str, object]) -> int:
+        found = adapter.resolve(parse_recipe(apply_changes(text, changes), path="p.yaml"))
+        return predict_step(found, "h100-sxm").peak_memory_bytes or 0
+
+    alone = peak(NO_RECOMPUTE)
+    paired = peak({**NO_RECOMPUTE, "tensor_model_parallel_size": 2})
+    assert paired < alone
+    capacity = (alone + paired) // 2  # TP 2 without recompute fits, TP 1 does not
+    calibration = Calibration(runs=6, band=0.05)
+
+    def probe_of(changes: dict[str, object]) -> Probe | None:
+        try:
+            found = adapter.resolve(parse_recipe(apply_changes(text, changes), path="y.yaml"))
+        except AttuneError:
+            return None
+        fields = move_fields(before, predict_step(found, "h100-sxm"), calibration, steps=8)
+        fits = (fields["predicted_peak_bytes"] or 0) <= capacity
+        verdict = f"peak {fields['predicted_peak_bytes']} > {capacity}"
+        return Probe(
+            fingerprint=found.fingerprint(), effective=found, fits=fits, memory=verdict, **fields
+        )
+
+    view = AgentView(
+        framework="megatron",
+        incumbent="baseline",
+        incumbent_values=base.values,
+        profile=None,
+        history=[],
+        layout_sources=registry.layout_sources(),
+        threshold=0.03,
+        budget_left_s=1e7,
+        forecast_s=500.0,
+        cores=8,
+        model=ModelView(hardware="h100-sxm", calibration=calibration),
+    )
+    out = ModelGuidedAgent().decide(view, probe_of, {base.fingerprint()})
+    assert isinstance(out, Proposal) and out.coupled, out
+    moved = {k: new for k, (_, new) in out.changes.items()}
+    assert moved["recompute_granularity"] is None, out
+    (saver,) = set(moved) - set(NO_RECOMPUTE)  # one more lever: a split that shards memory
+    assert saver in ("tensor_model_parallel_size", "pipeline_model_parallel_size")
+    assert moved[saver] == 2 and base.values[saver] == 1
+    assert "alone it is predicted not to fit (peak" in out.mechanism
+    assert f"paired with the memory saver {saver}=2 as one declared coupled" in out.mechanism
+    assert peak(moved) <= capacity

@@ -16,12 +16,15 @@ posterior: wide for a lever value nobody measured, narrow for one measured); ``t
 threshold's log. The rule, in order:
 
 1. **Exploit.** Steps with ``g - s > t`` (beyond the noise by more than the band): toward the
-   optimum first, then the best ``g`` per device-hour.
+   optimum first, then the best ``g`` per device-hour. A step the memory model says does not
+   fit alone is tried, after every step that fits, paired with a memory saver: a second lever
+   whose layout the memory model says peaks lower (a higher TP or PP, more recompute, a
+   smaller micro-batch), as one declared coupled move (``planned_moves.paired``).
 2. **Explore.** Else the step with the best expected improvement beyond the threshold,
    ``E[max(0, G - t)]`` for ``G ~ N(g, s)``, per device-hour, provided it is at least
    ``EXPLORE_MIN_EI`` and the budget left covers ``EXPLORE_TRIALS`` more trials of it;
-   labelled exploration. Its measurement teaches the lever's effect, and the next decision
-   re-plans.
+   labelled exploration (memory-saver pairs as in 1). Its measurement teaches the lever's
+   effect, and the next decision re-plans.
 3. **Stop** (exhausted) when neither holds, with the evidence: the best step, its gain and
    band, and the predicted optimum.
 """
@@ -29,26 +32,36 @@ threshold's log. The rule, in order:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
-from bot.agents.levers.layout_space import budget_stop, past_trials
-from bot.agents.levers.split_moves import BOTH_OVERLAPS, PARAM_GATHER_NEEDS_GRAD_REDUCE
+from bot.agents.levers.layout_space import budget_stop
+from bot.agents.levers.planned_moves import (
+    OVERLAPS,
+    Key,
+    Move,
+    corrected,
+    key,
+    learned_residuals,
+    neighbours,
+    paired,
+)
+from bot.agents.levers.split_moves import PARAM_GATHER_NEEDS_GRAD_REDUCE
 from bot.interfaces import AgentView, Probe, ProbeOf, ProfileRequest, Proposal, Stop
 from gate.words import count
 from perfmodel.calibration import Calibration
 from perfmodel.hardware import part
-from perfmodel.plan import RECOMPUTE, Layout, layouts, lever_values, own_value
-from perfmodel.residuals import Residuals, expected_improvement, fit_residuals
+from perfmodel.plan import Layout, layouts, lever_values
+from perfmodel.residuals import Residuals
 
 EXPLORE_TRIALS = 3
 """An exploration runs only while the budget left covers this many more trials of it."""
 EXPLORE_MIN_EI = 0.0025
-"""An exploration must be expected to clear the noise threshold by this much (log gain, 1%):
-a move the model says is probably slower but might be much faster still qualifies; one it says
-is surely slower, or at best marginal, does not."""
-PROBES = 4
-"""One-lever steps probed per decision at most (each resolves a candidate)."""
+"""An exploration must be expected to clear the noise threshold by this much (log gain,
+0.25%): a move the model says is probably slower but might be much faster still qualifies; one
+it says is surely slower, or at best marginal, does not."""
+PROBES = 6
+"""Steps probed per phase (exploit, explore) of a decision at most (each resolves a candidate
+through the framework: seconds for Megatron-LM)."""
 COMMUNICATION_LEVERS = (
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",
@@ -56,33 +69,8 @@ COMMUNICATION_LEVERS = (
     "overlap_param_gather",
     "parallelism.tensor_parallel_degree",
     "expert_model_parallel_size",
-    "overlaps",
+    OVERLAPS,
 )
-OVERLAPS = "overlaps"
-"""Both data-parallel overlaps on at once: one declared coupled step (Megatron-LM refuses the
-parameter gather's overlap without the gradient reduction's)."""
-
-
-def _changes(lever: str, value: Any) -> dict[str, Any]:
-    if lever == OVERLAPS:
-        return dict(BOTH_OVERLAPS)
-    return dict(RECOMPUTE[value]) if lever == "recompute" else {lever: value}
-
-
-def _step(start: dict[str, Any], levers: dict[str, Any]) -> tuple[str, Any] | None:
-    """The step from ``start`` to ``levers``: one lever, or both overlaps switched on together."""
-    moved = [k for k in start if levers.get(k) != start[k]]
-    if len(moved) == 1:
-        return moved[0], levers[moved[0]]
-    if sorted(moved) == sorted(BOTH_OVERLAPS) and all(levers[k] is True for k in moved):
-        return OVERLAPS, True
-    return None
-
-
-def _toward(optimum: Layout, lever: str, value: Any) -> bool:
-    if lever == OVERLAPS:
-        return all(optimum.levers.get(k) is True for k in BOTH_OVERLAPS)
-    return bool(optimum.levers.get(lever) == value)
 
 
 class ModelGuidedAgent:
@@ -109,80 +97,71 @@ class ModelGuidedAgent:
             )
         )
         start = lever_values(here.effective, space)
-        by_levers = {_key(x.levers): x for x in space}
-        if _key(start) not in by_levers:
+        by_levers: dict[Key, Layout] = {key(x.levers): x for x in space}
+        if key(start) not in by_levers:
             return Stop(reason="exhausted", evidence=["the incumbent is not in its layout space"])
         learned = learned_residuals(view, by_levers)
         # the incumbent ran, so it fits whatever the uncalibrated memory model says
         fitting = [x for x in space if x.fits is not False or x.levers == start]
-        optimum = max(fitting, key=lambda x: _corrected(x, learned))
+        optimum = max(fitting, key=lambda x: corrected(x, learned))
         bar = math.log1p(view.threshold)
-        ranked = self._neighbours(start, by_levers, optimum, learned, view.forecast_s)
+        ranked = neighbours(start, by_levers, optimum, learned, view.forecast_s)
         if not ranked:
             return Stop(reason="exhausted", evidence=["no one-lever step in the layout space"])
+        refused: list[str] = []
 
-        def accepted(step: Move) -> Probe | None:
-            probe = probe_of(_changes(step.lever, step.value))
-            ok = probe is not None and probe.fingerprint not in tried and probe.fits
-            return probe if ok else None
+        def first(steps: list[Move], worth: Callable[[Move], bool]) -> tuple[Move, str] | None:
+            """The first of ``steps`` (in order) worth a trial that the framework accepts, that
+            has not run and that fits; then, only if none does, the steps that did not fit
+            alone, each paired with a memory saver, in the same order."""
+            later: list[tuple[Move, str]] = []
+            for step in [s for s in steps if worth(s)][:PROBES]:
+                probe = probe_of(step.changes)
+                if probe is None or probe.fingerprint in tried:
+                    continue
+                if probe.fits:
+                    return step, ""
+                refused.append(f"{step.lever}={step.value} ({probe.memory})")
+                later += [
+                    (pair, probe.memory or "memory model")
+                    for pair in paired(step, start, by_levers, learned, view.forecast_s)
+                    if worth(pair)
+                ]
+            for pair, alone in later[:PROBES]:
+                both = probe_of(pair.changes)
+                if both is not None and both.fingerprint not in tried and both.fits:
+                    return pair, alone
+            return None
 
-        probes = 0
-        for step in ranked:  # exploit: beats the threshold by more than the band
-            if step.gain - step.sd <= bar or probes >= PROBES:
-                continue
-            probes += 1
-            if accepted(step) is not None:
-                return self._proposal(view, step, optimum, learned, here, explore=False)
-        hopeful = [n for n in ranked if n.improvement(bar) >= EXPLORE_MIN_EI]
-        hopeful.sort(key=lambda n: -n.improvement(bar) / max(n.cost, 1e-9))
-        for step in hopeful:  # explore: uncertain, worth it, and the budget allows it
-            if EXPLORE_TRIALS * step.cost > view.budget_left_s or probes >= PROBES:
-                continue
-            probes += 1
-            if accepted(step) is not None:
-                return self._proposal(view, step, optimum, learned, here, explore=True)
+        found = first(ranked, lambda n: n.gain - n.sd > bar)  # exploit: beyond noise + band
+        explore = found is None
+        if found is None:  # explore: uncertain, worth it, and the budget allows it
+            hopeful = sorted(ranked, key=lambda n: -n.improvement(bar) / max(n.cost, 1e-9))
+            found = first(
+                hopeful,
+                lambda n: (
+                    n.improvement(bar) >= EXPLORE_MIN_EI
+                    and EXPLORE_TRIALS * n.cost <= view.budget_left_s
+                ),
+            )
+        if found is not None:
+            step, alone = found
+            return self._proposal(view, step, optimum, learned, here, explore=explore, alone=alone)
         best = max(ranked, key=lambda n: n.improvement(bar))
-        ahead = _pct(_log_gain(optimum, start, by_levers, learned))
+        ahead = math.log(corrected(optimum, learned) / corrected(by_levers[key(start)], learned))
         return Stop(
             reason="exhausted",
             evidence=[
-                f"no untried one-lever step is predicted to beat the noise threshold "
+                f"no untried one-lever step that fits is predicted to beat the noise threshold "
                 f"{100 * view.threshold:.1f}% by more than its band, nor expected to clear it "
                 f"by {100 * EXPLORE_MIN_EI:g}% within the budget: the best, "
                 f"{best.lever}={best.value}, is predicted {_pct(best.gain)} +-"
                 f"{100 * math.expm1(best.sd):.1f}% (calibrated on {calibration.runs} runs, "
                 f"lever effects learned from {count(learned.measured, 'measured layout')}); the "
-                f"predicted optimum {_label(optimum)} is {ahead} over the incumbent"
+                f"predicted optimum {_label(optimum)} is {_pct(ahead)} over the incumbent"
+                + (f"; predicted not to fit: {'; '.join(refused)}" if refused else "")
             ],
         )
-
-    @staticmethod
-    def _neighbours(
-        start: dict[str, Any],
-        by_levers: dict[tuple[tuple[str, Any], ...], Layout],
-        optimum: Layout,
-        learned: Residuals,
-        forecast_s: float,
-    ) -> list[Move]:
-        """Every one-lever step from the incumbent the space prices, with its corrected log
-        gain, its spread and a trial's device-seconds (the campaign's forecast of the
-        incumbent's, scaled by the predicted step time): toward the optimum first, then by
-        predicted gain per device-hour. Only the steps taken are probed (each probe resolves a
-        candidate through the framework: seconds for Megatron-LM)."""
-        now = by_levers[_key(start)]
-        out = []
-        for x in by_levers.values():
-            step = _step(start, x.levers)
-            if step is None:
-                continue
-            mean, sd = learned.step(start, x.levers)
-            gain = math.log(x.tokens_per_s_per_device / now.tokens_per_s_per_device) + mean
-            cost = forecast_s * now.tokens_per_s_per_device / x.tokens_per_s_per_device
-            out.append(Move(*step, gain=gain, sd=sd, cost=cost))
-        out.sort(
-            key=lambda n: (not _toward(optimum, n.lever, n.value), -n.gain / max(n.cost, 1e-9))
-        )
-        return out
 
     @staticmethod
     def _proposal(
@@ -193,9 +172,10 @@ class ModelGuidedAgent:
         here: Probe,
         *,
         explore: bool,
+        alone: str = "",
     ) -> Proposal:
         lever, value = step.lever, step.value
-        changes = _changes(lever, value)
+        changes = step.changes
         values = view.incumbent_values
         changes = {k: v for k, v in changes.items() if values.get(k) != v}
         gain, band = 100 * math.expm1(step.gain), 100 * math.expm1(step.sd)
@@ -214,6 +194,11 @@ class ModelGuidedAgent:
             why += (
                 ", one declared coupled move: Megatron-LM refuses overlap_param_gather without "
                 f"overlap_grad_reduce ({PARAM_GATHER_NEEDS_GRAD_REDUCE})"
+            )
+        if step.saver is not None:
+            why += (
+                f"; alone it is predicted not to fit ({alone}), so it is paired with the memory "
+                f"saver {step.saver[0]}={step.saver[1]} as one declared coupled move"
             )
         now = here.predicted_tokens_per_s or 0.0
         mechanism = (
@@ -234,60 +219,8 @@ class ModelGuidedAgent:
         )
 
 
-@dataclass(frozen=True)
-class Move:
-    """A one-lever step: its lever and value, its corrected log gain and that gain's spread,
-    and a trial's device-seconds."""
-
-    lever: str
-    value: Any
-    gain: float
-    sd: float
-    cost: float
-
-    def improvement(self, bar: float) -> float:
-        return expected_improvement(self.gain, self.sd, bar)
-
-
-def _key(levers: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(levers.items(), key=lambda kv: kv[0]))
-
-
-def _corrected(layout: Layout, learned: Residuals) -> float:
-    """A layout's tokens/s/device by the calibrated model times its learned lever effects."""
-    return layout.tokens_per_s_per_device * math.exp(
-        learned.step(learned.baseline, layout.levers)[0]
-    )
-
-
-def _log_gain(
-    layout: Layout, start: dict[str, Any], by_levers: dict[Any, Layout], learned: Residuals
-) -> float:
-    return math.log(_corrected(layout, learned) / _corrected(by_levers[_key(start)], learned))
-
-
 def _pct(log_gain: float) -> str:
     return f"{100 * math.expm1(log_gain):+.1f}%"
-
-
-def learned_residuals(view: AgentView, by_levers: dict[Any, Layout]) -> Residuals:
-    """The lever effects learned from every measured proposal of the campaign: its layout
-    replayed from the history, its score relative to the baseline's over the calibrated
-    model's (layouts outside the priced space are left out)."""
-    names = list(next(iter(by_levers.values())).levers)
-    baseline_values, past = past_trials(view, whole=True)
-    baseline = {name: own_value(baseline_values, name) for name in names}
-    base = by_levers.get(_key(baseline))
-    measured = []
-    for trial in past:
-        if trial.relative is None or trial.failed or base is None:
-            continue
-        levers = {name: own_value(trial.layout, name) for name in names}
-        layout = by_levers.get(_key(levers))
-        if layout is not None and trial.relative > 0:
-            predicted = layout.tokens_per_s_per_device / base.tokens_per_s_per_device
-            measured.append((levers, math.log(trial.relative / predicted)))
-    return fit_residuals(baseline, measured, [x.levers for x in by_levers.values()])
 
 
 def _label(layout: Layout) -> str:
