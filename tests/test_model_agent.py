@@ -264,7 +264,7 @@ def test_a_step_that_does_not_fit_alone_is_paired_with_a_memory_saver() -> None:
     registry = load_registry("megatron", "0.19.2")
     before = predict_step(base, "h100-sxm")
 
-    def peak(changes: dict[str, object]) -> int:
+    def peak(changes: dict[str, Any]) -> int:
         found = adapter.resolve(parse_recipe(apply_changes(text, changes), path="p.yaml"))
         return predict_step(found, "h100-sxm").peak_memory_bytes or 0
 
