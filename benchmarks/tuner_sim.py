@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             optimum=tab.optimum_speedup,
             path=out / f"tuner-sim-{name}-{spread}.png",
             title=title,
+            scored_by="SIMULATED truth",
         )
         summary[f"{name}@{spread}"] = {
             a: [[r.result.final, r.result.hours, r.ooms] for r in rs] for a, rs in results.items()
